@@ -1,0 +1,258 @@
+package fold
+
+import (
+	"encoding/json"
+
+	"github.com/loom-kernel/loom/event"
+)
+
+// Fold folds a whole log from the initial state. It is linear in the number
+// of events: containers are copied at most once per pass and then grown in
+// place (structural sharing within one pass, spec §3).
+func Fold(events []event.Envelope) State {
+	return FoldFrom(Initial(), events)
+}
+
+// FoldFrom folds events onto s, for example a snapshot's state and its tail.
+// s is not modified.
+func FoldFrom(s State, events []event.Envelope) State {
+	f := NewFolder(s)
+	for _, e := range events {
+		f.Apply(e)
+	}
+	return f.State()
+}
+
+// Apply returns the state after e. It never mutates s: the containers e
+// changes are copied first (copy-on-write), everything else is shared. To fold
+// many events use Fold or a Folder, which copy each container once.
+func Apply(s State, e event.Envelope) State {
+	f := NewFolder(s)
+	f.Apply(e)
+	return f.State()
+}
+
+// Folder folds events one at a time in amortized constant time per event.
+// It owns the containers it copied; State hands out a frozen view, after
+// which the next Apply copies again what it touches. A Folder is not safe for
+// concurrent use.
+type Folder struct {
+	s   State
+	own owned
+}
+
+// owned says which containers of s this Folder may mutate in place.
+type owned struct {
+	frames, decisions, flowEmits, resume, waitAnswers, inDoubt bool
+	verdicts, approvals, outcomes, shredded, lifecycle         bool
+	inbox, quarantined, scopes                                 bool
+}
+
+// NewFolder starts folding from s (which it never mutates).
+func NewFolder(s State) *Folder {
+	if s.Frames == nil {
+		s.Frames = map[string]Frame{}
+	}
+	return &Folder{s: s}
+}
+
+// State returns the current state. The result is frozen: later Apply calls
+// on this Folder do not change it.
+func (f *Folder) State() State {
+	f.own = owned{}
+	return f.s
+}
+
+// Peek returns the current state without freezing it. The result is valid
+// only until the next Apply and must not be retained or modified.
+func (f *Folder) Peek() *State { return &f.s }
+
+// Apply folds one event. Unknown types are inert; every event advances
+// Sequence and UpdatedAt.
+func (f *Folder) Apply(e event.Envelope) {
+	if d, ok := e.FlowEmit(); ok && d != ProtoKey {
+		m := f.flowEmits()
+		m[d]++
+	}
+	if h, ok := handlers[e.Type]; ok {
+		h(f, e)
+	}
+	if e.Kernel() {
+		if v, ok := e.Metadata["forkChain"]; ok {
+			f.s.Variables.ForkChain = v
+		}
+		if v, ok := e.Metadata["forkedBy"]; ok {
+			f.s.Variables.ForkedBy = v
+		}
+	}
+	f.s.Sequence = e.Sequence
+	f.s.UpdatedAt = e.Timestamp
+}
+
+type handler func(f *Folder, e event.Envelope)
+
+// handlers has one entry per known event type; a test checks it covers
+// event.KnownTypes exactly.
+var handlers = map[string]handler{
+	event.ExecutionStarted:   onExecutionStarted,
+	event.ExecutionSuspended: onExecutionSuspended,
+	event.ExecutionResumed:   onExecutionResumed,
+	event.ExecutionCompleted: onExecutionCompleted,
+	event.ExecutionFailed:    onExecutionFailed,
+	event.ExecutionCancelled: onExecutionCancelled,
+	event.ExecutionContinued: onExecutionContinued,
+	event.ExecutionRecovered: onExecutionRecovered,
+	event.ExecutionMigrated:  onExecutionMigrated,
+	event.ExecutionDenied:    onVerdict,
+	event.StepStarted:        onStepStarted,
+	event.StepCompleted:      onStepCompleted,
+	event.StepFailed:         onStepFailed,
+	event.StepRetrying:       onStepRetrying,
+	event.StepCancelled:      onStepCancelled,
+	event.DecisionRecorded:   onDecisionRecorded,
+	event.TimerFired:         onTimerFired,
+	event.EffectInDoubt:      onEffectInDoubt,
+	event.EffectDenied:       onVerdict,
+	event.EgressDenied:       onVerdict,
+	event.SafetyBlocked:      onVerdict,
+	event.ResourceMetered:    onResourceMetered,
+	event.QuotaExceeded:      onQuotaExceeded,
+	event.OutcomeRecorded:    onOutcomeRecorded,
+	event.ApprovalGranted:    onApprovalGranted,
+	event.PayloadShredded:    onPayloadShredded,
+	event.MessageConsumed:    onMessageConsumed,
+	event.ParallelCompleted:  onParallelCompleted,
+	event.EventsRehomed:      onEventsRehomed,
+	event.InboxQuarantined:   onInboxQuarantined,
+	event.InboxReleased:      onInboxReleased,
+}
+
+// HasHandler reports whether the fold has a handler for event type t.
+func HasHandler(t string) bool {
+	_, ok := handlers[t]
+	return ok
+}
+
+// decode unmarshals the payload into p; false (the event is inert) when the
+// payload is absent or has the wrong shape.
+func decode(e event.Envelope, p any) bool {
+	if len(e.Payload) == 0 {
+		return false
+	}
+	return json.Unmarshal(e.Payload, p) == nil
+}
+
+// isNull reports whether raw is absent or the JSON null.
+func isNull(raw json.RawMessage) bool {
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case 'n':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// orNull returns raw, or the JSON null when it is absent.
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m)+1)
+	for k, v := range m { //loom:order-independent copying a map into a map
+		out[k] = v
+	}
+	return out
+}
+
+func cloneSlice[T any](s []T) []T {
+	out := make([]T, len(s), len(s)+4)
+	copy(out, s)
+	return out
+}
+
+// Container accessors: each returns a container this Folder may mutate,
+// copying the caller-visible one first.
+
+func (f *Folder) frames() map[string]Frame {
+	if !f.own.frames {
+		f.s.Frames = cloneMap(f.s.Frames)
+		f.own.frames = true
+	}
+	return f.s.Frames
+}
+
+func (f *Folder) decisions() map[string]Decision {
+	if !f.own.decisions {
+		f.s.Variables.Decisions = cloneMap(f.s.Variables.Decisions)
+		f.own.decisions = true
+	}
+	return f.s.Variables.Decisions
+}
+
+func (f *Folder) flowEmits() map[string]int64 {
+	if !f.own.flowEmits {
+		f.s.Variables.FlowEmits = cloneMap(f.s.Variables.FlowEmits)
+		f.own.flowEmits = true
+	}
+	return f.s.Variables.FlowEmits
+}
+
+func (f *Folder) waitAnswers() map[string]WaitAnswer {
+	if !f.own.waitAnswers {
+		f.s.Variables.WaitAnswers = cloneMap(f.s.Variables.WaitAnswers)
+		f.own.waitAnswers = true
+	}
+	return f.s.Variables.WaitAnswers
+}
+
+func (f *Folder) inDoubt() map[string]InDoubt {
+	if !f.own.inDoubt {
+		f.s.Variables.InDoubt = cloneMap(f.s.Variables.InDoubt)
+		f.own.inDoubt = true
+	}
+	return f.s.Variables.InDoubt
+}
+
+func (f *Folder) inbox() map[string]InboxCursor {
+	if !f.own.inbox {
+		f.s.Variables.Inbox = cloneMap(f.s.Variables.Inbox)
+		f.own.inbox = true
+	}
+	return f.s.Variables.Inbox
+}
+
+// quarantined returns the topic map; its queues are never mutated in place
+// (they are small and bounded), only replaced.
+func (f *Folder) quarantined() map[string][]QuarantinedEntry {
+	if !f.own.quarantined {
+		f.s.Variables.Quarantined = cloneMap(f.s.Variables.Quarantined)
+		f.own.quarantined = true
+	}
+	return f.s.Variables.Quarantined
+}
+
+func (f *Folder) scopes() map[string]Scope {
+	if !f.own.scopes {
+		f.s.Variables.Scopes = cloneMap(f.s.Variables.Scopes)
+		f.own.scopes = true
+	}
+	return f.s.Variables.Scopes
+}
+
+// appendOwned appends to a slice, copying it first unless this pass owns it.
+func appendOwned[T any](s []T, owned *bool, v T) []T {
+	if !*owned {
+		s = cloneSlice(s)
+		*owned = true
+	}
+	return append(s, v)
+}
