@@ -1,0 +1,141 @@
+package loom
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/loom-kernel/loom/store"
+)
+
+// Config is the composition root: the stores, the flows and the hooks a
+// Runtime is built from. Every field but Events is optional; the zero value
+// of each optional field is its documented default.
+type Config struct {
+	// Events is the durable log. Required.
+	Events store.EventStore
+	// Snapshots, when set, checkpoints state at every suspend, at every fork
+	// and every SnapshotEvery events, so a resume folds only the tail.
+	Snapshots store.SnapshotStore
+	// Branches, when set, backs Promote.
+	Branches store.BranchRegistry
+	// Flows are registered by id; a flow id appears once (static wiring, P5).
+	Flows []*Flow
+	// SnapshotEvery is N in "a snapshot every N events" (default 1000 when
+	// Snapshots is set; negative disables the periodic ones).
+	SnapshotEvery int
+	// Durability chooses when step outcomes become durable (default
+	// WriteBehind).
+	Durability Durability
+	// Divergence chooses what a replay that issues other step ids than its
+	// log does (default DivergenceWarn).
+	Divergence DivergenceMode
+	// ResumeAuthenticator, when set, verifies who resumes; its verdict is
+	// recorded as APPROVAL_GRANTED (K12).
+	ResumeAuthenticator ResumeAuthenticator
+	// Authorizer, when set, gates start, resume, cancel and query
+	// (EXECUTION_DENIED).
+	Authorizer ExecutionAuthorizer
+	// Clock stamps envelopes and answers loom.Now (default the system clock).
+	Clock Clock
+	// NewID mints execution and event ids (default 128 random bits, hex).
+	NewID func() string
+	// Logger receives divergence warnings and recovery notes (default: none).
+	Logger *slog.Logger
+}
+
+// Durability says when a step's outcome is durable.
+type Durability int
+
+const (
+	// WriteBehind appends step events on an ordered asynchronous tail; they
+	// are durable by the next barrier (a suspend, a non-idempotent step's
+	// start, completion or failure). A crash may lose completed steps, which
+	// then run again on recovery.
+	WriteBehind Durability = iota
+	// StepDurable makes every step completion durable before the flow goes
+	// on: a completed step never runs twice.
+	StepDurable
+)
+
+// DivergenceMode is the replay-divergence detector's mode (ADR 0113).
+type DivergenceMode int
+
+const (
+	// DivergenceWarn logs a divergence and goes on.
+	DivergenceWarn DivergenceMode = iota
+	// DivergenceFail parks the execution on the reserved __loom_diverged__
+	// gate before the diverging step runs.
+	DivergenceFail
+	// DivergenceOff disables the detector.
+	DivergenceOff
+)
+
+// Clock is the injected time source.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// ResumeAuthenticator verifies the identity behind a resume before anything
+// is appended. A nil error admits the resume and principal is recorded as
+// APPROVAL_GRANTED; an error refuses it with nothing appended.
+type ResumeAuthenticator interface {
+	Authenticate(ctx context.Context, executionID string, ev ResumeEvent) (principal json.RawMessage, err error)
+}
+
+// ExecutionAuthorizer gates execution lifecycle actions at the trust
+// boundary. A non-nil error denies: the action does not happen and, for an
+// existing execution, EXECUTION_DENIED is recorded.
+type ExecutionAuthorizer interface {
+	Authorize(ctx context.Context, req AuthzRequest) error
+}
+
+// AuthzRequest describes an action to authorize.
+type AuthzRequest struct {
+	Action      string // "start", "resume", "cancel", "query"
+	ExecutionID string
+	FlowID      string
+	Principal   any // from WithPrincipal on the caller's context
+}
+
+type principalKey struct{}
+
+// WithPrincipal attaches the caller's identity to ctx for the Authorizer.
+func WithPrincipal(ctx context.Context, p any) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+func principalOf(ctx context.Context) any { return ctx.Value(principalKey{}) }
+
+func randomID() string {
+	var b [16]byte
+	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+		panic("loom: no randomness for ids: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func (c *Config) applyDefaults() {
+	if c.Snapshots != nil && c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 1000
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.NewID == nil {
+		c.NewID = randomID
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}

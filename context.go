@@ -1,0 +1,84 @@
+package loom
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/loom-kernel/loom/fold"
+)
+
+// Context is the syscall surface a flow sees (spec §2): Execute/Run,
+// Decide, Parallel, Suspend, Emit/Stream and NegotiateBudget. Every durable
+// syscall first consults the folded log, so a replay serves what already
+// happened and runs only what did not.
+//
+// A Context is bound to one run of one execution. Call its syscalls from the
+// flow's goroutine or from a Parallel branch, never from goroutines of your
+// own: a suspend or a failure unwinds the calling goroutine.
+type Context struct {
+	run    *run
+	branch string // "" for the root, "0", "0.1"… for Parallel branches
+	clocks *branchCounters
+	scope  *scope // stops this goroutine when its Parallel block or run stops
+	block  *idSet // step ids of the enclosing root-level Parallel block
+}
+
+// branchCounters mint deterministic ids for a branch's implicit decisions
+// (loom.Now, loom.Random, NegotiateBudget) independently of interleaving.
+type branchCounters struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (b *branchCounters) next(kind string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == nil {
+		b.n = map[string]int{}
+	}
+	i := b.n[kind]
+	b.n[kind] = i + 1
+	return i
+}
+
+// ExecutionID returns the id of the execution this run drives.
+func (c *Context) ExecutionID() string { return c.run.x.id }
+
+// Context returns the run's context.Context: cancelled when the execution is
+// cancelled or the runtime closes. Pass it to code that blocks.
+func (c *Context) Context() context.Context { return c.run.ctx }
+
+// Simulating reports whether this run is a simulation (a fork resumed with
+// Simulate): steps run their simulation, or for real only when read-only.
+func (c *Context) Simulating() bool { return c.run.simulate }
+
+// implicitID names the n-th implicit decision of kind in this branch.
+func (c *Context) implicitID(kind string) string {
+	id := "__loom_" + kind
+	if c.branch != "" {
+		id += "@" + c.branch
+	}
+	return id + "#" + strconv.Itoa(c.clocks.next(kind))
+}
+
+// child returns the Context of Parallel branch i of c, stopped by sc.
+func (c *Context) child(i int, sc *scope, block *idSet) *Context {
+	b := strconv.Itoa(i)
+	if c.branch != "" {
+		b = c.branch + "." + b
+	}
+	return &Context{run: c.run, branch: b, clocks: &branchCounters{}, scope: sc, block: block}
+}
+
+// checkpoint is called at the start of every syscall: a sibling's suspend
+// or failure, a cancel or a journal failure stops this goroutine here.
+func (c *Context) checkpoint() {
+	if c.scope.stopped() {
+		runtime.Goexit()
+	}
+}
+
+// state reads the folded state under the journal lock.
+func (c *Context) state(f func(s *fold.State)) { c.run.j.read(f) }

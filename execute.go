@@ -1,0 +1,196 @@
+package loom
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+)
+
+// MaxTypedFailureBytes caps a typed failure's payload (spec §4.1): a bigger
+// one degrades loudly to an untyped failure.
+const MaxTypedFailureBytes = 16 << 10
+
+// Execute is the durable primitive (spec §2): served from the log when the
+// task's id completed — or failed on a declared channel, rethrown as the
+// recorded *TypedFailure — and otherwise run through its effect and
+// recorded. The effect never runs again once its outcome is in the log.
+func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
+	c.checkpoint()
+	if t == nil || t.Invoke == nil {
+		return nil, errors.New("loom: execute: task without an effect")
+	}
+	if err := event.ValidateID("step id", t.ID); err != nil {
+		return nil, err
+	}
+	in, err := marshalPayload(input)
+	if err != nil {
+		return nil, fmt.Errorf("loom: step %q: encoding input: %w", t.ID, err)
+	}
+	r := c.run
+	var fr fold.Frame
+	var exists bool
+	var verdict *fold.Decision
+	c.state(func(s *fold.State) {
+		fr, exists = s.Frames[t.ID]
+		if exists && fr.Status == fold.FrameInDoubt {
+			if d, ok := s.Variables.Decisions[verdictID(t.ID, fr.Attempt)]; ok {
+				verdict = &d
+			}
+		}
+	})
+	if exists {
+		switch {
+		case fr.Status == fold.FrameCompleted:
+			r.observeStep(c, t.ID, false)
+			return fr.Output, nil
+		case fr.Status == fold.FrameFailed && fr.ErrorChannel != "":
+			r.observeStep(c, t.ID, false)
+			return nil, &TypedFailure{Channel: fr.ErrorChannel, Payload: fr.ErrorPayload}
+		case fr.Status == fold.FrameInDoubt:
+			return r.serveInDoubt(c, t, in, fr, verdict)
+		case fr.Status == fold.FrameRunning && t.NonIdempotent:
+			// Started durably, no outcome: a crash hid whether it ran (K9).
+			r.observeStep(c, t.ID, true)
+			r.parkInDoubt(t.ID, fr.Attempt)
+		}
+	}
+	r.observeStep(c, t.ID, true)
+	return r.runLive(c, t, in, nextAttempt(fr, exists))
+}
+
+// nextAttempt keeps the attempt of a start a crash interrupted (so its
+// idempotency key is the same) and counts a new one after an outcome.
+func nextAttempt(fr fold.Frame, exists bool) int64 {
+	switch {
+	case !exists:
+		return 1
+	case fr.Status == fold.FrameRunning:
+		return fr.Attempt
+	default:
+		return fr.Attempt + 1
+	}
+}
+
+// runLive records STEP_STARTED, runs the effect and records its outcome.
+func (r *run) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) (json.RawMessage, error) {
+	kind := t.Kind
+	if kind == "" {
+		kind = "step"
+	}
+	invoke := t.Invoke
+	if r.simulate && !t.ReadOnly {
+		if t.Simulate == nil {
+			return nil, &SimulationRefusedError{StepID: t.ID}
+		}
+		invoke = t.Simulate
+	}
+	start := map[string]any{"stepId": t.ID, "input": orNull(in), "attempt": attempt, "kind": kind}
+	if t.ToolID != "" {
+		start["toolId"] = t.ToolID
+	}
+	if c.branch != "" {
+		start["branch"] = c.branch
+	}
+	r.beginLive()
+	r.commit(event.StepStarted, start, nil)
+	if t.NonIdempotent {
+		r.barrier() // the in-doubt marker is durable before the effect runs (ADR 0021)
+	}
+	ectx := context.WithValue(r.ctx, idempotencyKey{}, r.x.id+"/"+t.ID+"/"+strconv.FormatInt(attempt, 10))
+	out, err := invoke(ectx, in)
+	if err == nil {
+		raw, merr := json.Marshal(out)
+		if merr != nil {
+			err = fmt.Errorf("encoding output: %w", merr)
+		} else {
+			r.endLive(false)
+			r.commit(event.StepCompleted, map[string]any{"stepId": t.ID, "output": json.RawMessage(raw)}, nil)
+			r.stepDurability()
+			return raw, nil
+		}
+	}
+	typed, failure := r.failurePayload(t, err)
+	r.endLive(typed == nil)
+	r.commit(event.StepFailed, failure, nil)
+	r.stepDurability()
+	if typed != nil {
+		return nil, typed
+	}
+	return nil, &StepError{StepID: t.ID, Message: err.Error(), Err: err}
+}
+
+// stepDurability waits for the step's outcome in StepDurable mode.
+func (r *run) stepDurability() {
+	if r.rt.cfg.Durability == StepDurable {
+		r.barrier()
+	}
+}
+
+// failurePayload builds STEP_FAILED. A TypedFailure on a declared channel
+// whose payload validates and fits the cap is recorded typed; anything else
+// degrades loudly (a warning and a "degraded" note) to untyped.
+func (r *run) failurePayload(t *Task, err error) (*TypedFailure, map[string]any) {
+	p := map[string]any{"stepId": t.ID, "error": map[string]any{"message": err.Error()}}
+	tf, ok := asTypedFailure(err)
+	if !ok {
+		return nil, p
+	}
+	degrade := func(why string) (*TypedFailure, map[string]any) {
+		r.rt.cfg.Logger.Warn("loom: typed failure degraded to untyped", "execution", r.x.id,
+			"step", t.ID, "channel", tf.Channel, "reason", why)
+		p["error"] = map[string]any{"message": err.Error(), "degraded": why}
+		return nil, p
+	}
+	schemas, cerr := t.channels()
+	if cerr != nil {
+		return degrade(cerr.Error())
+	}
+	sch, declared := schemas[tf.Channel]
+	if !declared {
+		return degrade("channel not declared")
+	}
+	if len(tf.Payload) > MaxTypedFailureBytes {
+		return degrade("payload over " + strconv.Itoa(MaxTypedFailureBytes) + " bytes")
+	}
+	parsed, perr := sch.Parse(tf.Payload)
+	if perr != nil {
+		return degrade(perr.Error())
+	}
+	p["channel"] = tf.Channel
+	p["payload"] = json.RawMessage(parsed)
+	return &TypedFailure{Channel: tf.Channel, Payload: parsed}, p
+}
+
+func asTypedFailure(err error) (*TypedFailure, bool) {
+	var tf *TypedFailure
+	ok := errors.As(err, &tf)
+	return tf, ok
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+// SimulationRefusedError fails a step with side effects and no simulation
+// in simulate mode: a simulated branch never acts for real.
+type SimulationRefusedError struct{ StepID string }
+
+func (e *SimulationRefusedError) Error() string {
+	return "loom: step " + strconv.Quote(e.StepID) + " has side effects and no simulation"
+}
+
+// Run is the step-shaped alias of Execute for a closure: a step with id and
+// no input, run once and then served from the log.
+func (c *Context) Run(id string, fn func(ctx context.Context) (any, error)) (json.RawMessage, error) {
+	return c.Execute(&Task{ID: id, Invoke: func(ctx context.Context, _ json.RawMessage) (any, error) {
+		return fn(ctx)
+	}}, nil)
+}

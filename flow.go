@@ -1,0 +1,88 @@
+package loom
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/internal/schema"
+)
+
+// Flow is a registered flow: plain Go orchestration whose durable steps,
+// decisions and gates go through *Context (P4). Build one with NewFlow.
+type Flow struct {
+	// ID names the flow in the log (envelope workflowId) and in Start.
+	ID string
+	// Body is the untyped core: input is the recorded input, the result is
+	// recorded as JSON.
+	Body func(ctx *Context, input json.RawMessage) (any, error)
+	// ResumeSchemas maps a gate (the resume's event type) to the JSON Schema
+	// its payload must satisfy (ADR 0077). Parsed before anything is
+	// appended; the parsed value is what is recorded.
+	ResumeSchemas map[string]string
+	// CodeFingerprint, when set, is recorded as codeHash at start (K11, ADR
+	// 0113); bump it when the body's step sequence changes.
+	CodeFingerprint string
+
+	resume map[string]*schema.Schema
+}
+
+// FlowOption configures NewFlow.
+type FlowOption func(*Flow)
+
+// WithResumeSchema declares the JSON Schema a resume of gate must satisfy.
+func WithResumeSchema(gate, jsonSchema string) FlowOption {
+	return func(f *Flow) {
+		if f.ResumeSchemas == nil {
+			f.ResumeSchemas = map[string]string{}
+		}
+		f.ResumeSchemas[gate] = jsonSchema
+	}
+}
+
+// WithCodeFingerprint records fp as the flow's codeHash at start.
+func WithCodeFingerprint(fp string) FlowOption {
+	return func(f *Flow) { f.CodeFingerprint = fp }
+}
+
+// NewFlow defines a typed flow. The input is decoded from the recorded input
+// on every run (the first and every replay), the output encoded as JSON.
+func NewFlow[In, Out any](id string, body func(ctx *Context, in In) (Out, error), opts ...FlowOption) *Flow {
+	f := &Flow{ID: id, Body: func(ctx *Context, raw json.RawMessage) (any, error) {
+		var in In
+		if len(raw) > 0 && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &in); err != nil {
+				return nil, fmt.Errorf("loom: flow %q: decoding input: %w", id, err)
+			}
+		}
+		return body(ctx, in)
+	}}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
+}
+
+// compile checks the flow's id and compiles its schemas, once, in New.
+func (f *Flow) compile() error {
+	if f == nil || f.Body == nil {
+		return fmt.Errorf("loom: flow without a body")
+	}
+	if err := event.ValidateID("flow id", f.ID); err != nil {
+		return err
+	}
+	f.resume = map[string]*schema.Schema{}
+	for gate, src := range f.ResumeSchemas { //loom:order-independent map into map
+		s, err := schema.Compile(src)
+		if err != nil {
+			return fmt.Errorf("loom: flow %q: resume schema for %q: %w", f.ID, gate, err)
+		}
+		f.resume[gate] = s
+	}
+	return nil
+}
+
+// flowHash identifies the flow definition a start ran (K11).
+func (f *Flow) flowHash() string {
+	return event.SHA256([]byte(f.ID + "\n" + f.CodeFingerprint))
+}

@@ -1,0 +1,130 @@
+// Package schema compiles and applies the JSON Schemas that shape resume
+// payloads and typed failure channels. External references are refused: a
+// schema can never make the kernel read a file or the network.
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/loom-kernel/loom/event"
+)
+
+// Schema is a compiled JSON Schema (draft 2020-12 unless "$schema" says
+// otherwise).
+type Schema struct {
+	compiled *jsonschema.Schema
+	defaults map[string]json.RawMessage // top-level property defaults
+}
+
+// noLoader refuses every external $ref.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema: external reference %q refused", url)
+}
+
+// Compile parses and compiles src.
+func Compile(src string) (*Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(src))
+	if err != nil {
+		return nil, fmt.Errorf("schema: not JSON: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	c.AssertFormat()
+	const loc = "loom:schema.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	compiled, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	s := &Schema{compiled: compiled}
+	var top struct {
+		Properties map[string]struct {
+			Default json.RawMessage `json:"default"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal([]byte(src), &top) == nil {
+		for name, p := range top.Properties { //loom:order-independent map into map
+			if p.Default != nil {
+				if s.defaults == nil {
+					s.defaults = map[string]json.RawMessage{}
+				}
+				s.defaults[name] = p.Default
+			}
+		}
+	}
+	return s, nil
+}
+
+// ErrInvalid matches a payload the schema refuses.
+var ErrInvalid = errors.New("schema: payload does not match")
+
+// Parse validates raw and returns the parsed value that must be recorded:
+// top-level property defaults filled in for an object, then rendered in
+// canonical JSON. A refusal wraps ErrInvalid and names the failing location,
+// never the payload.
+func (s *Schema) Parse(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
+	}
+	withDefaults, err := s.fillDefaults(raw)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(withDefaults))
+	if err != nil {
+		return nil, fmt.Errorf("%w: not JSON", ErrInvalid)
+	}
+	if err := s.compiled.Validate(inst); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, summarize(err))
+	}
+	return event.Canonical(withDefaults)
+}
+
+func (s *Schema) fillDefaults(raw json.RawMessage) (json.RawMessage, error) {
+	if len(s.defaults) == 0 {
+		return raw, nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil || obj == nil {
+		return raw, nil // not an object: validation decides
+	}
+	added := false
+	for name, def := range s.defaults { //loom:order-independent map into map, then canonicalized
+		if _, ok := obj[name]; !ok {
+			obj[name] = def
+			added = true
+		}
+	}
+	if !added {
+		return raw, nil
+	}
+	return json.Marshal(obj)
+}
+
+// summarize keeps the validator's message to where and what failed.
+func summarize(err error) string {
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		leaf := ve
+		for len(leaf.Causes) > 0 {
+			leaf = leaf.Causes[0]
+		}
+		loc := "/" + strings.Join(leaf.InstanceLocation, "/")
+		msg := fmt.Sprint(leaf.ErrorKind)
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		return "at " + loc + ": " + msg
+	}
+	return "invalid"
+}

@@ -1,0 +1,77 @@
+package loom
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Parallel runs branches as goroutines under structured concurrency: it
+// returns only when every branch has ended, and no branch outlives it. A
+// suspend in one branch parks the run (the siblings stop at their next
+// syscall, the flow unwinds once all have); a failure stops the siblings the
+// same way and Parallel returns the failure of the lowest-index failed
+// branch, which the flow may handle. A branch's panic is its failure.
+//
+// Replay serves steps by id, so branches may interleave differently on every
+// run without changing the outcome.
+func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
+	c.checkpoint()
+	r := c.run
+	sc := &scope{parent: c.scope}
+	block := c.block
+	rootBlock := block == nil
+	if rootBlock {
+		block = &idSet{ids: map[string]bool{}}
+	}
+	errs := make([]error, len(branches))
+	var wg sync.WaitGroup
+	for i, branch := range branches {
+		child := c.child(i, sc, block)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[i] = fmt.Errorf("loom: parallel branch %d panicked: %v", i, p)
+					sc.stop.Store(true)
+				}
+			}()
+			if err := branch(child); err != nil {
+				errs[i] = err
+				sc.stop.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	if c.scope.stopped() {
+		runtime.Goexit() // the run parked, was cancelled or aborted
+	}
+	if rootBlock {
+		r.endBlock(block)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Parallel is the typed form of Context.Parallel: each branch returns a
+// value, collected in branch order.
+func Parallel[T any](ctx *Context, branches ...func(ctx *Context) (T, error)) ([]T, error) {
+	out := make([]T, len(branches))
+	fns := make([]func(*Context) error, len(branches))
+	for i, b := range branches {
+		fns[i] = func(c *Context) error {
+			v, err := b(c)
+			out[i] = v
+			return err
+		}
+	}
+	if err := ctx.Parallel(fns...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,241 @@
+package loom
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+)
+
+// Runtime runs flows durably over an EventStore. Build it with New; it is
+// safe for concurrent use. Executions outlive the calls that start them:
+// Start returns once EXECUTION_STARTED is durable and the flow runs on.
+type Runtime struct {
+	cfg    Config
+	flows  map[string]*Flow
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	live   map[string]*execution // executions claimed by this process
+}
+
+// execution is an execution claimed by this process: at most one drive (or
+// one gate transaction) at a time.
+type execution struct {
+	id   string
+	flow *Flow
+	run  *run          // the current drive, nil while claimed without one
+	done chan struct{} // closed when the claim is released
+}
+
+// New builds a Runtime from cfg. It refuses a missing event store, a flow
+// registered twice and a flow whose resume schemas do not compile.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Events == nil {
+		return nil, errors.New("loom: Config.Events is required")
+	}
+	cfg.applyDefaults()
+	rt := &Runtime{cfg: cfg, flows: map[string]*Flow{}, live: map[string]*execution{}}
+	for _, f := range cfg.Flows {
+		if err := f.compile(); err != nil {
+			return nil, err
+		}
+		if _, dup := rt.flows[f.ID]; dup {
+			return nil, fmt.Errorf("loom: flow %q registered twice", f.ID)
+		}
+		rt.flows[f.ID] = f
+	}
+	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	return rt, nil
+}
+
+// Close cancels every running drive (their effects see a cancelled
+// context), waits for them to stop and refuses further calls. Executions
+// stay as their logs have them; another Runtime can Recover them.
+func (rt *Runtime) Close() error {
+	rt.mu.Lock()
+	rt.closed = true
+	rt.mu.Unlock()
+	rt.cancel()
+	rt.wg.Wait()
+	return nil
+}
+
+// claim reserves an execution id for this process, or says who holds it.
+func (rt *Runtime) claim(id string, flow *Flow) (*execution, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return nil, ErrRuntimeClosed
+	}
+	if _, busy := rt.live[id]; busy {
+		return nil, errBusy
+	}
+	x := &execution{id: id, flow: flow, done: make(chan struct{})}
+	rt.live[id] = x
+	return x, nil
+}
+
+var errBusy = errors.New("loom: execution is being driven")
+
+func (rt *Runtime) release(x *execution) {
+	rt.mu.Lock()
+	delete(rt.live, x.id)
+	rt.mu.Unlock()
+	close(x.done)
+}
+
+func (rt *Runtime) liveExecution(id string) *execution {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.live[id]
+}
+
+// StartOption configures Start.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	id string
+}
+
+// WithExecutionID starts under a caller-chosen id; a duplicate is refused
+// with ErrExecutionExists before anything runs (ADR 0103).
+func WithExecutionID(id string) StartOption { return func(o *startOptions) { o.id = id } }
+
+// Start begins an execution of flow flowID with input and returns its id
+// once EXECUTION_STARTED is durable; the flow then runs in the background.
+// Use WaitForCompletion or WaitForSuspend to observe it.
+func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...StartOption) (string, error) {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	flow, ok := rt.flows[flowID]
+	if !ok {
+		return "", fmt.Errorf("%w: %q", ErrUnknownFlow, flowID)
+	}
+	id := o.id
+	if id == "" {
+		id = rt.cfg.NewID()
+	}
+	if err := event.ValidateID("execution id", id); err != nil {
+		return "", err
+	}
+	in, err := marshalPayload(input)
+	if err != nil {
+		return "", fmt.Errorf("loom: encoding input: %w", err)
+	}
+	if err := rt.authorize(ctx, "start", id, flowID, false); err != nil {
+		return "", err
+	}
+	x, err := rt.claim(id, flow)
+	if errors.Is(err, errBusy) {
+		return "", fmt.Errorf("%w: %q", ErrExecutionExists, id)
+	}
+	if err != nil {
+		return "", err
+	}
+	j := rt.newJournal(id, flowID, fold.Initial())
+	started := map[string]any{"input": orNull(in), "flowHash": flow.flowHash()}
+	if flow.CodeFingerprint != "" {
+		started["codeHash"] = flow.CodeFingerprint
+	}
+	if p := principalOf(ctx); p != nil {
+		started["principal"] = p
+	}
+	if _, err := j.commit(event.ExecutionStarted, started, nil); err != nil {
+		rt.release(x)
+		return "", err
+	}
+	if err := j.barrier(ctx); err != nil {
+		rt.release(x)
+		if errors.Is(err, store.ErrSequenceConflict) {
+			return "", fmt.Errorf("%w: %q", ErrExecutionExists, id)
+		}
+		return "", err
+	}
+	rt.drive(x, j, false)
+	return id, nil
+}
+
+func (rt *Runtime) newJournal(id, workflowID string, st fold.State) *journal {
+	j := newJournal(rt.cfg.Events, id, workflowID, st, func() int64 { return rt.cfg.Clock.Now().UnixMilli() }, rt.cfg.NewID)
+	if rt.cfg.Snapshots != nil && rt.cfg.SnapshotEvery > 0 {
+		j.snapshotEvery = int64(rt.cfg.SnapshotEvery)
+		j.saveSnapshot = func(s fold.State) { rt.saveSnapshot(id, s) }
+	}
+	return j
+}
+
+// drive runs the flow over j in the background and releases x when done.
+func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
+	st := j.state()
+	ctx, cancel := context.WithCancel(rt.ctx)
+	r := &run{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate, root: &scope{}}
+	if rt.cfg.Divergence != DivergenceOff && len(st.Frames) > 0 {
+		r.div = newDivergence(st)
+	}
+	rt.mu.Lock()
+	x.run = r
+	rt.mu.Unlock()
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		defer rt.release(x)
+		defer cancel()
+		input := st.Variables.Input
+		o := r.execute(input)
+		if o.err != nil {
+			rt.cfg.Logger.Warn("loom: drive aborted; the execution stays as its log has it", "execution", x.id, "error", o.err)
+			return
+		}
+		if o.status == fold.StatusSuspended {
+			rt.saveSnapshot(x.id, j.state())
+		}
+	}()
+}
+
+// saveSnapshot checkpoints s; a failure only costs a longer replay later.
+func (rt *Runtime) saveSnapshot(id string, s fold.State) {
+	if rt.cfg.Snapshots == nil {
+		return
+	}
+	b, err := fold.Encode(s)
+	if err == nil {
+		err = rt.cfg.Snapshots.Save(context.Background(), store.Snapshot{ExecutionID: id, Sequence: s.Sequence,
+			SchemaVersion: event.SchemaVersion, State: b})
+	}
+	if err != nil {
+		rt.cfg.Logger.Warn("loom: snapshot not saved", "execution", id, "sequence", s.Sequence, "error", err)
+	}
+}
+
+// authorize asks the Authorizer; a denial of an existing execution is
+// recorded as EXECUTION_DENIED.
+func (rt *Runtime) authorize(ctx context.Context, action, id, flowID string, exists bool) error {
+	if rt.cfg.Authorizer == nil {
+		return nil
+	}
+	err := rt.cfg.Authorizer.Authorize(ctx, AuthzRequest{Action: action, ExecutionID: id, FlowID: flowID, Principal: principalOf(ctx)})
+	if err == nil {
+		return nil
+	}
+	denied := &ExecutionDeniedError{ExecutionID: id, Action: action, Reason: err.Error()}
+	if exists {
+		rt.recordDenial(ctx, id, action, err.Error())
+	}
+	return denied
+}
+
+func marshalJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,150 @@
+package loom_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/store/memstore"
+)
+
+// harness is a runtime over memory stores with a counting step.
+type harness struct {
+	t      *testing.T
+	events *memstore.EventStore
+	snaps  *memstore.SnapshotStore
+	rt     *loom.Runtime
+	calls  atomic.Int64
+}
+
+func newHarness(t *testing.T, flows ...*loom.Flow) *harness {
+	t.Helper()
+	h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore()}
+	h.rt = h.open(flows...)
+	return h
+}
+
+func (h *harness) open(flows ...*loom.Flow) *loom.Runtime {
+	rt, err := loom.New(loom.Config{Events: h.events, Snapshots: h.snaps, Flows: flows})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+func (h *harness) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	h.t.Cleanup(cancel)
+	return ctx
+}
+
+func (h *harness) log(id string) []event.Envelope {
+	evs, err := store.Read(context.Background(), h.events, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return evs
+}
+
+func types(evs []event.Envelope) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+type order struct {
+	Item string `json:"item"`
+	Qty  int    `json:"qty"`
+}
+
+func approvalFlow(h *harness) *loom.Flow {
+	price := loom.NewStep("price", func(ctx context.Context, o order) (int, error) {
+		h.calls.Add(1)
+		return o.Qty * 10, nil
+	})
+	return loom.NewFlow("approval", func(ctx *loom.Context, o order) (map[string]any, error) {
+		total, err := loom.Run(ctx, price, o)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := loom.Suspend[bool](ctx, "approve")
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"total": total, "approved": ok}, nil
+	})
+}
+
+func TestStartSuspendResumeComplete(t *testing.T) {
+	h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore()}
+	h.rt = h.open(approvalFlow(h))
+	ctx := h.ctx()
+	id, err := h.rt.Start(ctx, "approval", order{Item: "disk", Qty: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.rt.WaitForSuspend(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Variables.SuspendedOn.On != "approve" {
+		t.Fatalf("parked on %+v", st.Variables.SuspendedOn)
+	}
+	if err := h.rt.Resume(ctx, id, loom.ResumeEvent{EventType: "approve", Payload: json.RawMessage("true")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.rt.WaitForCompletion(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output) != `{"approved":true,"total":30}` {
+		t.Fatalf("output = %s", res.Output)
+	}
+	if n := h.calls.Load(); n != 1 {
+		t.Fatalf("the step ran %d times, want once", n)
+	}
+	want := []string{event.ExecutionStarted, event.StepStarted, event.StepCompleted, event.ExecutionSuspended,
+		event.ExecutionResumed, event.ExecutionCompleted}
+	if got := types(h.log(id)); len(got) != len(want) {
+		t.Fatalf("log = %v", got)
+	}
+	if again := fold.Fold(h.log(id)); again.Status != fold.StatusCompleted {
+		t.Fatalf("refold status %s", again.Status)
+	}
+}
+
+func TestStartDuplicateIDRefusedBeforeAnyEffect(t *testing.T) {
+	h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore()}
+	h.rt = h.open(approvalFlow(h))
+	ctx := h.ctx()
+	if _, err := h.rt.Start(ctx, "approval", order{Qty: 1}, loom.WithExecutionID("inc-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.WaitForSuspend(ctx, "inc-1"); err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.log("inc-1"))
+	// A second runtime over the same store: the duplicate is detected by the
+	// store's conditional append, not by process memory.
+	other := h.open(approvalFlow(h))
+	_, err := other.Start(ctx, "approval", order{Qty: 1}, loom.WithExecutionID("inc-1"))
+	if !errors.Is(err, loom.ErrExecutionExists) {
+		t.Fatalf("err = %v", err)
+	}
+	if n := h.calls.Load(); n != 1 {
+		t.Fatalf("the step ran %d times", n)
+	}
+	if after := len(h.log("inc-1")); after != before {
+		t.Fatalf("log grew from %d to %d", before, after)
+	}
+}

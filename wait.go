@@ -1,0 +1,93 @@
+package loom
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+)
+
+// Result is how an execution ended.
+type Result struct {
+	Status fold.Status
+	Output json.RawMessage
+	State  fold.State
+}
+
+// WaitForCompletion blocks until the execution ends (completed, failed,
+// cancelled or continued) and returns its result; for a failed execution the
+// error is a *FlowFailedError. It follows the log, so it sees an execution
+// driven by any process, and only what is durable.
+func (rt *Runtime) WaitForCompletion(ctx context.Context, id string) (Result, error) {
+	st, err := rt.waitFor(ctx, id, func(s *fold.State) (bool, error) { return s.Status.Terminal(), nil })
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Status: st.Status, Output: st.Variables.Output, State: st}
+	if st.Status == fold.StatusFailed {
+		return res, &FlowFailedError{ExecutionID: id, Message: errorMessage(st.Variables.Error)}
+	}
+	return res, nil
+}
+
+// WaitForSuspend blocks until the execution is parked and returns its state.
+// An execution that ends instead rejects with *ExecutionTerminatedError (ADR
+// 0135), never a wait that does not end.
+func (rt *Runtime) WaitForSuspend(ctx context.Context, id string) (fold.State, error) {
+	return rt.waitFor(ctx, id, func(s *fold.State) (bool, error) {
+		if s.Status.Terminal() {
+			return true, &ExecutionTerminatedError{ExecutionID: id, Status: s.Status, State: *s}
+		}
+		return s.Status == fold.StatusSuspended, nil
+	})
+}
+
+// waitFor folds the durable log forward until done says so.
+func (rt *Runtime) waitFor(ctx context.Context, id string, done func(*fold.State) (bool, error)) (fold.State, error) {
+	if err := event.ValidateID("execution id", id); err != nil {
+		return fold.State{}, err
+	}
+	if err := rt.authorize(ctx, "query", id, "", true); err != nil {
+		return fold.State{}, err
+	}
+	l, err := rt.load(ctx, id)
+	if err != nil {
+		return fold.State{}, err
+	}
+	f := fold.NewFolder(l.state)
+	if ok, err := done(f.Peek()); ok || err != nil {
+		return f.State(), err
+	}
+	sub, ok := rt.cfg.Events.(store.Subscriber)
+	if !ok {
+		return fold.State{}, fmt.Errorf("loom: waiting needs an event store that implements store.Subscriber")
+	}
+	s, err := sub.Subscribe(ctx, id, l.state.Sequence+1)
+	if err != nil {
+		return fold.State{}, err
+	}
+	defer s.Close()
+	for e := range s.Events() {
+		f.Apply(e)
+		if ok, err := done(f.Peek()); ok || err != nil {
+			return f.State(), err
+		}
+	}
+	if err := s.Err(); err != nil {
+		return fold.State{}, err
+	}
+	return fold.State{}, ctx.Err()
+}
+
+func errorMessage(raw json.RawMessage) string {
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
+		return e.Message
+	}
+	return string(raw)
+}
