@@ -46,9 +46,10 @@ func (b *branchCounters) next(kind string) int {
 // ExecutionID returns the id of the execution this run drives.
 func (c *Context) ExecutionID() string { return c.run.x.id }
 
-// Context returns the run's context.Context: cancelled when the execution is
-// cancelled or the runtime closes. Pass it to code that blocks.
-func (c *Context) Context() context.Context { return c.run.ctx }
+// Context returns the context.Context of this goroutine's scope: cancelled
+// when the execution is cancelled, the runtime closes, or a sibling Parallel
+// branch fails. Pass it to code that blocks.
+func (c *Context) Context() context.Context { return c.scope.ctx }
 
 // Simulating reports whether this run is a simulation (a fork resumed with
 // Simulate): steps run their simulation, or for real only when read-only.

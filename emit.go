@@ -72,7 +72,7 @@ func (c *Context) emit(eventType string, payload any) error {
 
 // validateUserspaceEmit enforces spec §5 on an emit from flow code.
 func validateUserspaceEmit(typ string, raw json.RawMessage, s *fold.State) error {
-	if !event.IsUserspaceEmittable(typ) {
+	if !event.IsUserspaceEmittable(typ) || strings.HasPrefix(typ, "__loom_") {
 		return &EmitRefusedError{EventType: typ, Reason: "kernel event types cannot be emitted by userspace"}
 	}
 	refuse := func(why string) error { return &EmitRefusedError{EventType: typ, Reason: why} }

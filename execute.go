@@ -101,7 +101,7 @@ func (r *run) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) (j
 	if t.NonIdempotent {
 		r.barrier() // the in-doubt marker is durable before the effect runs (ADR 0021)
 	}
-	ectx := context.WithValue(r.ctx, idempotencyKey{}, r.x.id+"/"+t.ID+"/"+strconv.FormatInt(attempt, 10))
+	ectx := context.WithValue(c.scope.ctx, idempotencyKey{}, r.x.id+"/"+t.ID+"/"+strconv.FormatInt(attempt, 10))
 	out, err := invoke(ectx, in)
 	if err == nil {
 		raw, merr := json.Marshal(out)

@@ -1,6 +1,7 @@
 package loom
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -10,7 +11,8 @@ import (
 // returns only when every branch has ended, and no branch outlives it. A
 // suspend in one branch parks the run (the siblings stop at their next
 // syscall, the flow unwinds once all have); a failure stops the siblings the
-// same way and Parallel returns the failure of the lowest-index failed
+// same way, cancels the context their running effects see, and Parallel
+// returns the failure of the lowest-index failed
 // branch, which the flow may handle. A branch's panic is its failure.
 //
 // Replay serves steps by id, so branches may interleave differently on every
@@ -18,7 +20,9 @@ import (
 func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
 	c.checkpoint()
 	r := c.run
-	sc := &scope{parent: c.scope}
+	sctx, cancel := context.WithCancel(c.scope.ctx)
+	defer cancel()
+	sc := &scope{parent: c.scope, ctx: sctx, cancel: cancel}
 	block := c.block
 	rootBlock := block == nil
 	if rootBlock {
@@ -34,12 +38,12 @@ func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
 			defer func() {
 				if p := recover(); p != nil {
 					errs[i] = fmt.Errorf("loom: parallel branch %d panicked: %v", i, p)
-					sc.stop.Store(true)
+					sc.fail()
 				}
 			}()
 			if err := branch(child); err != nil {
 				errs[i] = err
-				sc.stop.Store(true)
+				sc.fail()
 			}
 		}()
 	}

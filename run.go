@@ -36,11 +36,21 @@ type run struct {
 	div         *divergence
 }
 
-// scope is a Parallel block's stop signal; the run's root scope stops the
-// whole run (a park, a cancel, an abort).
+// scope is a Parallel block's stop signal and context; the run's root scope
+// stops the whole run (a park, a cancel, an abort). A failing branch stops
+// its scope and cancels the scope's context, so its siblings' running
+// effects see the cancellation and no sibling starts another syscall.
 type scope struct {
 	parent *scope
 	stop   atomic.Bool
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// fail stops the scope and cancels the effects running under it.
+func (s *scope) fail() {
+	s.stop.Store(true)
+	s.cancel()
 }
 
 func (s *scope) stopped() bool {

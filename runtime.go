@@ -179,7 +179,7 @@ func (rt *Runtime) newJournal(id, workflowID string, st fold.State) *journal {
 func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
 	st := j.state()
 	ctx, cancel := context.WithCancel(rt.ctx)
-	r := &run{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate, root: &scope{}}
+	r := &run{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate, root: &scope{ctx: ctx, cancel: cancel}}
 	if rt.cfg.Divergence != DivergenceOff && len(st.Frames) > 0 {
 		r.div = newDivergence(st)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,18 +22,62 @@ type harness struct {
 	events *memstore.EventStore
 	snaps  *memstore.SnapshotStore
 	rt     *loom.Runtime
+	cfg    loom.Config
 	calls  atomic.Int64
 }
 
-func newHarness(t *testing.T, flows ...*loom.Flow) *harness {
+// fakeClock is an injected clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// waitUntil follows the durable log until cond holds for the folded state.
+func waitUntil(t *testing.T, h *harness, id string, cond func(fold.State) bool) {
 	t.Helper()
-	h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore()}
+	sub, err := h.events.Subscribe(h.ctx(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	f := fold.NewFolder(fold.Initial())
+	for e := range sub.Events() {
+		f.Apply(e)
+		if cond(*f.Peek()) {
+			return
+		}
+	}
+	t.Fatalf("condition never held: %v", sub.Err())
+}
+
+func newHarness(t *testing.T, flows ...*loom.Flow) *harness {
+	return newHarnessWith(t, loom.Config{}, flows...)
+}
+
+// newHarnessWith uses cfg's hooks and options over fresh memory stores.
+func newHarnessWith(t *testing.T, cfg loom.Config, flows ...*loom.Flow) *harness {
+	t.Helper()
+	h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore(), cfg: cfg}
 	h.rt = h.open(flows...)
 	return h
 }
 
 func (h *harness) open(flows ...*loom.Flow) *loom.Runtime {
-	rt, err := loom.New(loom.Config{Events: h.events, Snapshots: h.snaps, Flows: flows})
+	cfg := h.cfg
+	cfg.Events, cfg.Snapshots, cfg.Flows = h.events, h.snaps, flows
+	rt, err := loom.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -148,3 +193,5 @@ func TestStartDuplicateIDRefusedBeforeAnyEffect(t *testing.T) {
 		t.Fatalf("log grew from %d to %d", before, after)
 	}
 }
+
+func newBranchRegistry() *memstore.BranchRegistry { return memstore.NewBranchRegistry() }

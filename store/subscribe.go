@@ -41,6 +41,19 @@ func (b *Broadcaster) Notify(executionID string) {
 	}
 }
 
+// NotifyAll wakes every current waiter of every execution. A store calls it
+// from Close, after it starts refusing reads with ErrClosed, so that each idle
+// follower re-reads, gets ErrClosed and ends instead of waiting forever for an
+// append that will never come.
+func (b *Broadcaster) NotifyAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, ch := range b.waits {
+		close(ch)
+		delete(b.waits, id)
+	}
+}
+
 // Subscription delivers a log's events in order until it is closed, its
 // context ends, or a read fails.
 type Subscription struct {

@@ -1,0 +1,25 @@
+// Package memstore holds the in-memory reference implementations of the
+// storage SPIs: EventStore (with every optional capability: RangeReader,
+// Subscriber, PrefixCopier, ExecutionDeleter and Fencer), SnapshotStore (with
+// SnapshotLister, SnapshotPruner and SnapshotDeleter) and BranchRegistry.
+//
+// They are what the kernel's own tests and simulations run on, and they pass
+// the storetest conformance kits with no skips, so their behaviour is the
+// contract in executable form.
+//
+// Guarantees:
+//   - "Durable" means "applied under the store's lock": an acknowledged
+//     append is visible to every later read, but nothing survives the process
+//     or Close.
+//   - A refused write (invalid batch, sequence conflict, stale fence, ref
+//     conflict) changes nothing.
+//   - Stores copy what they are given and what they return: a caller may
+//     reuse or mutate its slices, maps and byte buffers freely on either side
+//     of a call. Payload and metadata bytes come back exactly as appended.
+//   - Every method is safe for concurrent use; after Close every method
+//     returns store.ErrClosed and open subscriptions end.
+//   - Listing is in code-point order (Go string order) from an ordered
+//     index: a page costs a binary search plus its own length, and k new
+//     executions cost one O(n + k log k) merge at the next listing, never a
+//     sort of all n ids per page.
+package memstore
