@@ -144,4 +144,3 @@ func TestTypedFailureDegradesLoudlyToUntyped(t *testing.T) {
 		})
 	}
 }
-

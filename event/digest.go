@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"strconv"
+	"unicode/utf8"
 )
 
 // FNV1a64 returns the 64-bit FNV-1a hash of b as 16 lower-case hex digits.
@@ -34,14 +35,20 @@ func DigestCanonical(raw []byte) (string, error) {
 // FlowEmitDigest is the ADR 0102 identity of a flow-level emit (spec §3):
 // fnv1a64(segment + "|" + canonical JSON of [eventType, payload]), where the
 // segment counts the gate passthroughs consumed at the emit. A payload with no
-// JSON form returns ErrNotCanonicalizable: such an emit is appended unstamped.
+// JSON form (or an event type that is not UTF-8) returns ErrNotCanonicalizable:
+// such an emit is appended unstamped.
 func FlowEmitDigest(segment int, eventType string, payload json.RawMessage) (string, error) {
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	// Checked apart from the pair below, which a payload such as `1,2` would
+	// otherwise complete into valid JSON.
+	if !utf8.ValidString(eventType) || !utf8.Valid(payload) || !json.Valid(payload) {
+		return "", ErrNotCanonicalizable
+	}
 	typ, err := json.Marshal(eventType)
 	if err != nil {
 		return "", err
-	}
-	if len(payload) == 0 {
-		payload = json.RawMessage("null")
 	}
 	pair := make([]byte, 0, len(typ)+len(payload)+3)
 	pair = append(pair, '[')

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -105,7 +106,8 @@ func Validate(e Envelope, lim Limits) error {
 		return err
 	}
 	size := 0
-	for k, v := range e.Metadata {
+	for _, k := range metadataKeys(e.Metadata) {
+		v := e.Metadata[k]
 		if k == "" || !utf8.ValidString(k) || len(k) > MaxIDBytes {
 			return &InvalidEnvelopeError{Field: "metadata", Reason: "key is empty, too long or not UTF-8"}
 		}
@@ -139,6 +141,17 @@ func ValidateID(field, s string) error {
 	return nil
 }
 
+// metadataKeys returns the keys of m sorted, so that which bad key an error
+// names, and the order Encode writes them in, never depend on map order.
+func metadataKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m { //loom:sorted keys are sorted before use
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 func validateJSON(field string, raw json.RawMessage, limit int, allowEmpty bool) error {
 	if len(raw) == 0 {
 		if allowEmpty {
@@ -158,59 +171,51 @@ func validateJSON(field string, raw json.RawMessage, limit int, allowEmpty bool)
 	return nil
 }
 
-// wireEnvelope detects missing required fields on decode.
-type wireEnvelope struct {
-	ID          *string                    `json:"id"`
-	WorkflowID  *string                    `json:"workflowId"`
-	ExecutionID *string                    `json:"executionId"`
-	Type        *string                    `json:"eventType"`
-	Sequence    *int64                     `json:"sequence"`
-	Timestamp   *int64                     `json:"timestamp"`
-	Payload     json.RawMessage            `json:"payload"`
-	Metadata    map[string]json.RawMessage `json:"metadata"`
-}
-
-// Decode parses one envelope from outside input, strictly: unknown fields,
-// missing required fields (id, executionId, eventType, sequence), trailing
-// data and anything Validate refuses are errors of type *InvalidEnvelopeError
-// or *PayloadTooLargeError.
+// Decode parses one envelope from outside input, strictly: a field name
+// that is unknown, repeated or not spelled exactly as the spec spells it,
+// a missing required field (id, executionId, eventType, sequence), a value of
+// the wrong type, trailing data and anything Validate refuses are errors of
+// type *InvalidEnvelopeError or *PayloadTooLargeError. A null optional field
+// (workflowId, timestamp, metadata) reads as absent; a null required one as
+// missing. The payload and metadata values keep the bytes of the input.
 func Decode(data []byte, lim Limits) (Envelope, error) {
-	if len(data) > lim.payloadCap()*2+64*1024 {
-		return Envelope{}, &PayloadTooLargeError{Field: "envelope", Size: len(data), Limit: lim.payloadCap()*2 + 64*1024}
+	if limit := lim.payloadCap()*2 + 64*1024; len(data) > limit {
+		return Envelope{}, &PayloadTooLargeError{Field: "envelope", Size: len(data), Limit: limit}
 	}
 	if !utf8.Valid(data) {
 		return Envelope{}, &InvalidEnvelopeError{Field: "envelope", Reason: "not valid UTF-8"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var w wireEnvelope
-	if err := dec.Decode(&w); err != nil {
-		return Envelope{}, &InvalidEnvelopeError{Field: "envelope", Reason: decodeReason(err)}
+	fields, err := decodeFields(data)
+	if err != nil {
+		return Envelope{}, err
 	}
-	if dec.More() {
-		return Envelope{}, &InvalidEnvelopeError{Field: "envelope", Reason: "trailing data"}
+	var e Envelope
+	for _, f := range []struct {
+		name     string
+		dst      any
+		required bool
+	}{
+		{"id", &e.ID, true},
+		{"workflowId", &e.WorkflowID, false},
+		{"executionId", &e.ExecutionID, true},
+		{"eventType", &e.Type, true},
+		{"sequence", &e.Sequence, true},
+		{"timestamp", &e.Timestamp, false},
+		{"metadata", &e.Metadata, false},
+	} {
+		raw, ok := fields[f.name]
+		if !ok || string(raw) == "null" {
+			if f.required {
+				return Envelope{}, &InvalidEnvelopeError{Field: f.name, Reason: "missing"}
+			}
+			continue
+		}
+		if err := json.Unmarshal(raw, f.dst); err != nil {
+			return Envelope{}, &InvalidEnvelopeError{Field: f.name, Reason: "wrong type"}
+		}
 	}
-	var missing string
-	switch {
-	case w.ID == nil:
-		missing = "id"
-	case w.ExecutionID == nil:
-		missing = "executionId"
-	case w.Type == nil:
-		missing = "eventType"
-	case w.Sequence == nil:
-		missing = "sequence"
-	}
-	if missing != "" {
-		return Envelope{}, &InvalidEnvelopeError{Field: missing, Reason: "missing"}
-	}
-	e := Envelope{ID: *w.ID, ExecutionID: *w.ExecutionID, Type: *w.Type, Sequence: *w.Sequence,
-		Payload: w.Payload, Metadata: w.Metadata}
-	if w.WorkflowID != nil {
-		e.WorkflowID = *w.WorkflowID
-	}
-	if w.Timestamp != nil {
-		e.Timestamp = *w.Timestamp
+	if raw, ok := fields["payload"]; ok {
+		e.Payload = raw
 	}
 	if err := Validate(e, lim); err != nil {
 		return Envelope{}, err
@@ -218,15 +223,60 @@ func Decode(data []byte, lim Limits) (Envelope, error) {
 	return e, nil
 }
 
+// envelopeFields are the field names of the wire envelope, spelled exactly.
+var envelopeFields = map[string]bool{
+	"id": true, "workflowId": true, "executionId": true, "eventType": true,
+	"sequence": true, "timestamp": true, "payload": true, "metadata": true,
+}
+
+// decodeFields splits one JSON object into its raw field values. It refuses
+// what encoding/json would let through: a field name in another case
+// ("ID"), a repeated field, and trailing data of any kind.
+func decodeFields(data []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	malformed := func(err error) error {
+		return &InvalidEnvelopeError{Field: "envelope", Reason: decodeReason(err)}
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, malformed(err)
+	}
+	if tok != json.Delim('{') {
+		return nil, &InvalidEnvelopeError{Field: "envelope", Reason: "not a JSON object"}
+	}
+	fields := make(map[string]json.RawMessage, len(envelopeFields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, malformed(err)
+		}
+		name, _ := tok.(string)
+		if !envelopeFields[name] {
+			return nil, &InvalidEnvelopeError{Field: "envelope", Reason: "unknown field"}
+		}
+		if _, dup := fields[name]; dup {
+			return nil, &InvalidEnvelopeError{Field: name, Reason: "repeated"}
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, malformed(err)
+		}
+		fields[name] = raw
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, malformed(err)
+	}
+	if rest := bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return nil, &InvalidEnvelopeError{Field: "envelope", Reason: "trailing data"}
+	}
+	return fields, nil
+}
+
 // decodeReason keeps the decoder's complaint short and free of input bytes.
 func decodeReason(err error) string {
 	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case asErr(err, &se):
+	if asErr(err, &se) {
 		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
-	case asErr(err, &te):
-		return fmt.Sprintf("field %q has the wrong type", te.Field)
 	}
 	return "malformed JSON: " + truncate(err.Error(), 120)
 }
@@ -238,17 +288,56 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// Encode renders an envelope as persisted JSON, without HTML escaping, so
-// the stored bytes of a payload are the bytes the writer gave.
+// Encode renders an envelope as persisted JSON, without HTML escaping. The
+// payload and metadata values are written as the writer gave them (less
+// surrounding whitespace), never re-encoded, so Decode gives them back byte
+// for byte; metadata keys are written sorted. A payload or metadata value
+// that is not valid JSON is refused with *InvalidEnvelopeError.
 func Encode(e Envelope) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if len(e.Payload) == 0 {
-		e.Payload = json.RawMessage("null")
-	}
-	if err := enc.Encode(e); err != nil {
+	head := struct {
+		ID          string `json:"id"`
+		WorkflowID  string `json:"workflowId"`
+		ExecutionID string `json:"executionId"`
+		Type        string `json:"eventType"`
+		Sequence    int64  `json:"sequence"`
+		Timestamp   int64  `json:"timestamp"`
+	}{e.ID, e.WorkflowID, e.ExecutionID, e.Type, e.Sequence, e.Timestamp}
+	if err := enc.Encode(head); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	buf.Truncate(buf.Len() - 2) // "}\n"
+	buf.WriteString(`,"payload":`)
+	if err := writeRaw(&buf, "payload", e.PayloadOrNull()); err != nil {
+		return nil, err
+	}
+	if len(e.Metadata) > 0 {
+		buf.WriteString(`,"metadata":{`)
+		for i, k := range metadataKeys(e.Metadata) {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := enc.Encode(k); err != nil {
+				return nil, err
+			}
+			buf.Truncate(buf.Len() - 1) // "\n"
+			buf.WriteByte(':')
+			if err := writeRaw(&buf, "metadata."+k, e.Metadata[k]); err != nil {
+				return nil, err
+			}
+		}
+		buf.WriteByte('}')
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+func writeRaw(buf *bytes.Buffer, field string, raw json.RawMessage) error {
+	if !json.Valid(raw) {
+		return &InvalidEnvelopeError{Field: field, Reason: "not valid JSON"}
+	}
+	buf.Write(bytes.TrimSpace(raw))
+	return nil
 }
