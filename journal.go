@@ -79,7 +79,6 @@ func (j *journal) append(typ string, payload any, meta map[string]json.RawMessag
 	if j.sealed {
 		return event.Envelope{}, errSealed
 	}
-	j.sealed = terminal
 	if len(j.meta) > 0 {
 		merged := make(map[string]json.RawMessage, len(j.meta)+len(meta))
 		for k, v := range j.meta { //loom:order-independent map into map
@@ -95,6 +94,7 @@ func (j *journal) append(typ string, payload any, meta map[string]json.RawMessag
 	if err := event.Validate(e, event.Limits{}); err != nil {
 		return event.Envelope{}, err
 	}
+	j.sealed = terminal
 	j.next++
 	j.folder.Apply(e)
 	j.queue = append(j.queue, e)
@@ -145,6 +145,24 @@ func (j *journal) drain() {
 			j.saveSnapshot(st)
 		}
 	}
+}
+
+// halt refuses every later commit with err; what is already queued is
+// still written. Used when the runtime closes: the execution stays as its
+// log has it.
+func (j *journal) halt(err error) {
+	j.mu.Lock()
+	if j.err == nil {
+		j.err = err
+	}
+	j.mu.Unlock()
+}
+
+// ended reports whether a terminal event was committed or the journal failed.
+func (j *journal) ended() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.sealed || j.err != nil
 }
 
 // barrier waits until every event committed before the call is durable.

@@ -26,7 +26,7 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 			rt.mu.Lock()
 			r := x.run
 			rt.mu.Unlock()
-			if r == nil || r.stopped() {
+			if r == nil || r.stopped() || r.j.ended() {
 				select {
 				case <-x.done:
 					continue

@@ -100,7 +100,7 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 			rt.mu.Lock()
 			r := x.run
 			rt.mu.Unlock()
-			if r != nil && !r.stopped() {
+			if r != nil && !r.stopped() && !r.j.ended() {
 				return nil, loaded{}, &ResumeRefusedError{ExecutionID: id, Reason: RefusedNotSuspended,
 					Detail: "the execution is running; retry once it is parked"}
 			}

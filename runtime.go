@@ -63,7 +63,19 @@ func New(cfg Config) (*Runtime, error) {
 func (rt *Runtime) Close() error {
 	rt.mu.Lock()
 	rt.closed = true
+	var runs []*run
+	for _, x := range rt.live { //loom:order-independent each run is halted on its own
+		if x.run != nil {
+			runs = append(runs, x.run)
+		}
+	}
 	rt.mu.Unlock()
+	for _, r := range runs {
+		// Nothing more is recorded: no step outcome of a cancelled effect,
+		// no failure of the flow.
+		r.j.halt(ErrRuntimeClosed)
+		r.root.stop.Store(true)
+	}
 	rt.cancel()
 	rt.wg.Wait()
 	return nil
