@@ -1,6 +1,7 @@
 package loom_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,3 +196,21 @@ func TestStartDuplicateIDRefusedBeforeAnyEffect(t *testing.T) {
 }
 
 func newBranchRegistry() *memstore.BranchRegistry { return memstore.NewBranchRegistry() }
+
+// syncWriter serializes writes from the runtime's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
+}

@@ -1,0 +1,97 @@
+package loom_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/store/memstore"
+)
+
+// A flow is a plain Go function; its steps, decisions and gates are
+// recorded, and a resume re-runs it with what already happened served from
+// the log.
+func Example() {
+	greet := loom.NewStep("greet", func(ctx context.Context, name string) (string, error) {
+		return "hello " + name, nil
+	})
+	flow := loom.NewFlow("welcome", func(ctx *loom.Context, name string) (string, error) {
+		msg, err := loom.Run(ctx, greet, name)
+		if err != nil {
+			return "", err
+		}
+		ok, err := loom.Suspend[bool](ctx, "confirm")
+		if err != nil || !ok {
+			return "", err
+		}
+		return msg + ", confirmed", nil
+	})
+	rt, _ := loom.New(loom.Config{Events: memstore.NewEventStore(), Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	ctx := context.Background()
+
+	id, _ := rt.Start(ctx, "welcome", "ada", loom.WithExecutionID("welcome-1"))
+	st, _ := rt.WaitForSuspend(ctx, id)
+	fmt.Println("parked on", st.Variables.SuspendedOn.On)
+
+	_ = rt.Resume(ctx, id, loom.ResumeEvent{EventType: "confirm", Payload: json.RawMessage("true")})
+	res, _ := rt.WaitForCompletion(ctx, id)
+	fmt.Println(res.Status, string(res.Output))
+	// Output:
+	// parked on confirm
+	// completed "hello ada, confirmed"
+}
+
+// Fork copies a parked execution's log into a new execution, here a
+// simulation, which a different answer then drives to another outcome.
+func ExampleRuntime_Fork() {
+	flow := loom.NewFlow("choose", func(ctx *loom.Context, _ struct{}) (string, error) {
+		return loom.Suspend[string](ctx, "pick")
+	})
+	rt, _ := loom.New(loom.Config{Events: memstore.NewEventStore(), Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	ctx := context.Background()
+	id, _ := rt.Start(ctx, "choose", nil)
+	st, _ := rt.WaitForSuspend(ctx, id)
+
+	branch, _ := rt.Fork(ctx, id, st.Sequence, loom.ForkID("what-if"), loom.SimulateFork())
+	_ = rt.Resume(ctx, branch, loom.ResumeEvent{EventType: "pick", Payload: json.RawMessage(`"b"`)})
+	_ = rt.Resume(ctx, id, loom.ResumeEvent{EventType: "pick", Payload: json.RawMessage(`"a"`)})
+	a, _ := rt.WaitForCompletion(ctx, id)
+	b, _ := rt.WaitForCompletion(ctx, branch)
+	fmt.Println(string(a.Output), string(b.Output))
+	// Output: "a" "b"
+}
+
+// Decide records a choice once; every replay is served the same choice.
+func ExampleDecide() {
+	flow := loom.NewFlow("route", func(ctx *loom.Context, _ struct{}) (string, error) {
+		return loom.Decide(ctx, "model", func() (string, error) { return "small", nil })
+	})
+	rt, _ := loom.New(loom.Config{Events: memstore.NewEventStore(), Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	id, _ := rt.Start(context.Background(), "route", nil)
+	res, _ := rt.WaitForCompletion(context.Background(), id)
+	fmt.Println(string(res.Output), string(res.State.Variables.Decisions["model"].Choice))
+	// Output: "small" "small"
+}
+
+// Parallel runs branches as goroutines and collects their results in
+// branch order.
+func ExampleParallel() {
+	flow := loom.NewFlow("fan-out", func(ctx *loom.Context, _ struct{}) ([]int, error) {
+		square := func(n int) func(*loom.Context) (int, error) {
+			return func(c *loom.Context) (int, error) {
+				return loom.Decide(c, fmt.Sprintf("square#%d", n), func() (int, error) { return n * n, nil })
+			}
+		}
+		return loom.Parallel(ctx, square(2), square(3), square(4))
+	})
+	rt, _ := loom.New(loom.Config{Events: memstore.NewEventStore(), Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	id, _ := rt.Start(context.Background(), "fan-out", nil)
+	res, _ := rt.WaitForCompletion(context.Background(), id)
+	fmt.Println(string(res.Output))
+	// Output: [4,9,16]
+}
