@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/loom-kernel/loom/event"
 )
@@ -111,6 +113,8 @@ func (s *Schema) fillDefaults(raw json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(obj)
 }
 
+var english = message.NewPrinter(language.English)
+
 // summarize keeps the validator's message to where and what failed.
 func summarize(err error) string {
 	var ve *jsonschema.ValidationError
@@ -120,9 +124,9 @@ func summarize(err error) string {
 			leaf = leaf.Causes[0]
 		}
 		loc := "/" + strings.Join(leaf.InstanceLocation, "/")
-		msg := fmt.Sprint(leaf.ErrorKind)
+		msg := leaf.ErrorKind.LocalizedString(english)
 		if len(msg) > 200 {
-			msg = msg[:200]
+			msg = msg[:200] + "…"
 		}
 		return "at " + loc + ": " + msg
 	}

@@ -1,0 +1,217 @@
+// Command incident is an incident-remediation agent flow on Loom, over an
+// embedded SQLite file: it gathers signals, diagnoses in parallel, asks a
+// scripted offline "model" for a plan, records the decision, and parks at a
+// human approval gate until someone approves or rejects it — from another
+// process, hours later, or never (the gate times out after 24 h).
+//
+//	incident demo                 the whole story, with a real process exit
+//	incident start                start an incident; exits once it is parked
+//	incident status <id>          where an incident is
+//	incident approve <id> -by ann approve the plan (from any process)
+//	incident reject <id> -reason  reject it: the flow escalates instead
+//	incident answer <id> <json>   send a raw answer (checked by the resume schema)
+//	incident verify <id>          re-fold the stored log and compare bytes
+//	incident fork <id> [-at seq]  copy the log up to a point into a new branch
+//	incident log <id>             one line per stored event
+//
+// Every command takes -db FILE (default incident.db). Exit status: 0 on
+// success, 1 on failure, 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/plugins/sqlite"
+)
+
+const defaultDB = "incident.db"
+
+func main() {
+	if code := run(os.Args[1:], os.Stdout, os.Stderr); code != 0 {
+		os.Exit(code)
+	}
+}
+
+// command is one subcommand: its synopsis and what it does.
+type command struct {
+	name, args, help string
+	run              func(c *cli, args []string) error
+}
+
+var commands = []command{
+	{"demo", "[-db FILE] [-v]", "run the whole story: start, process exit, approve in a new process, verify, fork", cmdDemo},
+	{"start", "[-db FILE] [-id ID] [-service S] [-symptom TEXT] [-q]", "start an incident; prints its id and exits once it is parked", cmdStart},
+	{"status", "<id> [-db FILE]", "show where an incident is", cmdStatus},
+	{"approve", "<id> [-db FILE] [-by NAME] [-reason TEXT]", "approve the proposed plan and run it to the end", cmdApprove},
+	{"reject", "<id> [-db FILE] [-by NAME] [-reason TEXT]", "reject the plan: the flow escalates instead", cmdReject},
+	{"answer", "<id> <json> [-db FILE]", "send a raw JSON answer to the approval gate", cmdAnswer},
+	{"verify", "<id> [-db FILE]", "re-fold the stored log and compare it byte for byte with the runtime's state", cmdVerify},
+	{"fork", "<id> [-db FILE] [-at SEQ] [-id ID] [-simulate=false]", "copy the log up to SEQ (default: the approval gate) into a new execution", cmdFork},
+	{"log", "<id> [-db FILE]", "print one line per stored event", cmdLog},
+}
+
+// cli is one invocation: where it writes and which database it uses.
+type cli struct {
+	stdout, stderr io.Writer
+	db             string
+	ctx            context.Context
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// run executes one command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	c := &cli{stdout: stdout, stderr: stderr, db: defaultDB, ctx: ctx}
+	global := flag.NewFlagSet("incident", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	global.StringVar(&c.db, "db", defaultDB, "SQLite `file` holding the executions")
+	if err := global.Parse(args); err != nil || global.NArg() == 0 {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return 0
+		}
+		printUsage(stderr)
+		return 2
+	}
+	name, rest := global.Arg(0), global.Args()[1:]
+	for _, cmd := range commands {
+		if cmd.name == name {
+			return c.exit(cmd, cmd.run(c, rest))
+		}
+	}
+	if name == "help" {
+		printUsage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "incident: unknown command %q\n\n", name)
+	printUsage(stderr)
+	return 2
+}
+
+// exit reports err and maps it to an exit status.
+func (c *cli) exit(cmd command, err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(c.stderr, "incident %s: %v\nusage: incident %s %s\n", cmd.name, ue, cmd.name, cmd.args)
+		return 2
+	default:
+		fmt.Fprintf(c.stderr, "incident %s: %v\n", cmd.name, err)
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "incident — an incident-remediation flow on Loom, with a human approval gate")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "usage: incident <command> [arguments]")
+	fmt.Fprintln(w)
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n           %s\n", cmd.name, cmd.args, cmd.help)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Every command works on the SQLite file given by -db (default %s).\n", defaultDB)
+	fmt.Fprintln(w, "Start with:  incident demo")
+}
+
+// flags parses a subcommand's flags, which may come before or after its
+// positional arguments, and returns the positionals. -db is always accepted.
+func (c *cli) flags(fs *flag.FlagSet, args []string, positionals ...string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.db, "db", c.db, "SQLite `file` holding the executions")
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(c.stdout, "usage: incident %s\n", fs.Name())
+				fs.SetOutput(c.stdout)
+				fs.PrintDefaults()
+				return nil, err
+			}
+			return nil, usagef("%v", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != len(positionals) {
+		if len(positionals) == 0 {
+			return nil, usagef("unexpected argument %q", pos[0])
+		}
+		return nil, usagef("want %s, got %d argument(s)", strings.Join(positionals, " "), len(pos))
+	}
+	return pos, nil
+}
+
+// session is an open database and a runtime over it.
+type session struct {
+	stores sqlite.Stores
+	rt     *loom.Runtime
+	fx     *effectCounter
+}
+
+// open opens the database and a runtime over it. Unless create is set the
+// file must exist, so a mistyped -db is reported rather than created.
+func (c *cli) open(create bool) (*session, error) {
+	if !create {
+		if _, err := os.Stat(c.db); err != nil {
+			return nil, fmt.Errorf("no database at %s: start an incident first (incident start -db %s), or pass the right -db", c.db, c.db)
+		}
+	}
+	st, err := sqlite.Storage(sqlite.StorageOptions{Path: c.db})
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", c.db, err)
+	}
+	fx := newEffectCounter()
+	rt, err := loom.New(loom.Config{
+		Events:     st.Events,
+		Snapshots:  st.Snapshots,
+		Branches:   st.Branches,
+		Flows:      []*loom.Flow{newRemediateFlow(fx)},
+		Durability: loom.StepDurable,
+		Logger:     slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	return &session{stores: st, rt: rt, fx: fx}, nil
+}
+
+// close stops the runtime (waiting for its drives, so a park's snapshot is
+// written) and then closes the database, waiting for queued writes.
+func (s *session) close() error {
+	return errors.Join(s.rt.Close(), s.stores.Close())
+}
+
+// closeInto closes s and joins a close failure into *err: in a durability
+// demo a failed close is a lost write, never ignored.
+func (s *session) closeInto(err *error) {
+	*err = errors.Join(*err, s.close())
+}
+
+// notFound is the error for an id the database does not hold.
+func notFound(id string) error {
+	return fmt.Errorf("no execution %q in this database: check the id, or pass the -db file it was started in", id)
+}

@@ -1,0 +1,44 @@
+package schema
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const approval = `{"type":"object","properties":{"approved":{"type":"boolean"},"by":{"type":"string","default":"unknown"}},"required":["approved"],"additionalProperties":false}`
+
+func TestParseFillsDefaultsAndCanonicalizes(t *testing.T) {
+	s, err := Compile(approval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Parse([]byte(`{ "approved" : true }`))
+	if err != nil || string(got) != `{"approved":true,"by":"unknown"}` {
+		t.Fatalf("%s %v", got, err)
+	}
+}
+
+func TestParseRefusalsAreReadableAndTyped(t *testing.T) {
+	s, _ := Compile(approval)
+	cases := map[string]string{
+		`{"approved":"yes"}`:          "at /approved: got string, want boolean",
+		`{}`:                          "missing property 'approved'",
+		`{"approved":true,"extra":1}`: "additional properties 'extra' not allowed",
+		`null`:                        "got null, want object",
+	}
+	for in, want := range cases {
+		_, err := s.Parse([]byte(in))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+func TestCompileRefusesExternalReferences(t *testing.T) {
+	for _, src := range []string{`{"$ref":"file:///etc/passwd"}`, `{"$ref":"https://example.com/s.json"}`, `not json`} {
+		if _, err := Compile(src); err == nil {
+			t.Errorf("Compile(%s) succeeded", src)
+		}
+	}
+}
