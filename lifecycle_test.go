@@ -180,3 +180,17 @@ func TestPromoteMovesARef(t *testing.T) {
 	}
 	_ = store.AnyVersion
 }
+
+func TestWaitForSettledReturnsOnParkOrEnd(t *testing.T) {
+	h := newHarness(t, gatedFlow())
+	id := parked(t, h)
+	if st, err := h.rt.WaitForSettled(h.ctx(), id); err != nil || st.Status != fold.StatusSuspended {
+		t.Fatalf("%s %v", st.Status, err)
+	}
+	if err := h.rt.Cancel(h.ctx(), id, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.rt.WaitForSettled(h.ctx(), id); err != nil || st.Status != fold.StatusCancelled {
+		t.Fatalf("%s %v", st.Status, err)
+	}
+}

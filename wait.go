@@ -45,6 +45,14 @@ func (rt *Runtime) WaitForSuspend(ctx context.Context, id string) (fold.State, e
 	})
 }
 
+// WaitForSettled blocks until the execution is parked or has ended, and
+// returns its state: what a caller that resumed an execution usually wants.
+func (rt *Runtime) WaitForSettled(ctx context.Context, id string) (fold.State, error) {
+	return rt.waitFor(ctx, id, func(s *fold.State) (bool, error) {
+		return s.Status.Terminal() || s.Status == fold.StatusSuspended, nil
+	})
+}
+
 // waitFor folds the durable log forward until done says so.
 func (rt *Runtime) waitFor(ctx context.Context, id string, done func(*fold.State) (bool, error)) (fold.State, error) {
 	if err := event.ValidateID("execution id", id); err != nil {
