@@ -108,6 +108,7 @@ func (rt *Runtime) Fork(ctx context.Context, id string, at int64, opts ...ForkOp
 		rt.drive(x, j, o.simulate)
 		return newID, nil
 	}
+	j.settle()
 	rt.release(x)
 	return newID, nil
 }

@@ -116,6 +116,8 @@ func (j *journal) drain() {
 		j.queue = nil
 		if len(batch) == 0 {
 			j.writing = false
+			close(j.changed)
+			j.changed = make(chan struct{})
 			j.mu.Unlock()
 			return
 		}
@@ -165,19 +167,33 @@ func (j *journal) ended() bool {
 	return j.sealed || j.err != nil
 }
 
-// barrier waits until every event committed before the call is durable.
+// barrier waits until every event committed before the call is durable. It
+// reports a failure only for events that did not become durable.
 func (j *journal) barrier(ctx context.Context) error {
 	j.mu.Lock()
 	target := j.next
+	return j.waitLocked(ctx, func() (bool, error) {
+		if j.durable >= target {
+			return true, nil
+		}
+		return j.err != nil, j.err
+	})
+}
+
+// settle waits until the tail has nothing left to write (all durable, or
+// the write failed), so no append outlives the drive that queued it.
+func (j *journal) settle() {
+	j.mu.Lock()
+	_ = j.waitLocked(context.Background(), func() (bool, error) { return !j.writing, nil })
+}
+
+// waitLocked is called with j.mu held and returns with it released; it
+// waits for done to report true, re-checking after every tail step.
+func (j *journal) waitLocked(ctx context.Context, done func() (bool, error)) error {
 	for {
-		if j.err != nil {
-			err := j.err
+		if ok, err := done(); ok {
 			j.mu.Unlock()
 			return err
-		}
-		if j.durable >= target {
-			j.mu.Unlock()
-			return nil
 		}
 		ch := j.changed
 		j.mu.Unlock()

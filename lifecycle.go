@@ -45,6 +45,7 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 			return &ResumeRefusedError{ExecutionID: id, Reason: RefusedTerminal, Detail: "the execution has already ended"}
 		}
 		j := rt.newJournal(id, l.workflowID, l.state)
+		defer j.settle()
 		if _, err := j.commitTerminal(event.ExecutionCancelled, payload, nil); err != nil {
 			return err
 		}
@@ -104,6 +105,7 @@ func (rt *Runtime) recordDenial(ctx context.Context, id, action, reason string) 
 		return
 	}
 	j := rt.newJournal(id, l.workflowID, l.state)
+	defer j.settle()
 	if _, err := j.commit(event.ExecutionDenied, payload, nil); err == nil {
 		if err := j.barrier(ctx); err != nil {
 			rt.cfg.Logger.Warn("loom: denial not recorded", "execution", id, "error", err)

@@ -195,13 +195,24 @@ func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
 	if rt.cfg.Divergence != DivergenceOff && len(st.Frames) > 0 {
 		r.div = newDivergence(st)
 	}
+	// Register the drive with Close under the lock Close takes: a drive
+	// either is seen (halted and waited for) by Close or sees the runtime
+	// closed and never starts, so no flow runs after Close returns.
 	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		cancel()
+		rt.release(x)
+		rt.cfg.Logger.Warn("loom: runtime closed before the drive started; the execution stays as its log has it", "execution", x.id)
+		return
+	}
 	x.run = r
-	rt.mu.Unlock()
 	rt.wg.Add(1)
+	rt.mu.Unlock()
 	go func() {
 		defer rt.wg.Done()
 		defer rt.release(x)
+		defer j.settle() // nothing this drive queued is written after Close returns
 		defer cancel()
 		input := st.Variables.Input
 		o := r.execute(input)
