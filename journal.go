@@ -133,14 +133,13 @@ func (j *journal) drain() {
 		}
 		close(j.changed)
 		j.changed = make(chan struct{})
-		failed := j.err != nil
 		var ready []fold.State
-		for len(j.snaps) > 0 && j.snaps[0].Sequence < j.durable && !failed {
+		for len(j.snaps) > 0 && j.snaps[0].Sequence < j.durable && err == nil {
 			ready = append(ready, j.snaps[0])
 			j.snaps = j.snaps[1:]
 		}
 		j.mu.Unlock()
-		if failed {
+		if err != nil {
 			return
 		}
 		for _, st := range ready {

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/store"
+)
+
+// countingStore decorates an event store and counts its Append calls and
+// the events they carry. Each Append is one durable commit the runtime
+// pays for: the journal's tail writes whatever is queued in one call, and a
+// barrier waits for it. In WriteBehind the tail also starts writing as soon
+// as an event is queued, so a workflow can pay more appends than it has
+// barriers; counting the calls, not the barriers, is the honest figure.
+// It forwards the optional capabilities the runtime uses on these workloads
+// (Subscriber for the waits, RangeReader for loads); it offers no other.
+type countingStore struct {
+	store.EventStore
+	appends atomic.Int64 // successful Append calls
+	events  atomic.Int64 // events those calls carried
+}
+
+var (
+	_ store.EventStore  = (*countingStore)(nil)
+	_ store.Subscriber  = (*countingStore)(nil)
+	_ store.RangeReader = (*countingStore)(nil)
+)
+
+// errNoCapability is returned when the decorated store lacks a capability
+// the decorator forwards.
+var errNoCapability = errors.New("bench: the decorated store lacks this capability")
+
+// Append counts the call once the store has acknowledged it.
+func (s *countingStore) Append(ctx context.Context, executionID string, expected int64, events []event.Envelope) error {
+	err := s.EventStore.Append(ctx, executionID, expected, events)
+	if err == nil {
+		s.appends.Add(1)
+		s.events.Add(int64(len(events)))
+	}
+	return err
+}
+
+// Subscribe forwards store.Subscriber.
+func (s *countingStore) Subscribe(ctx context.Context, executionID string, from int64) (*store.Subscription, error) {
+	sub, ok := s.EventStore.(store.Subscriber)
+	if !ok {
+		return nil, errNoCapability
+	}
+	return sub.Subscribe(ctx, executionID, from)
+}
+
+// ReadRange forwards store.RangeReader (store.ReadRange falls back to
+// ReadFrom when the decorated store has none).
+func (s *countingStore) ReadRange(ctx context.Context, executionID string, from, to int64) ([]event.Envelope, error) {
+	return store.ReadRange(ctx, s.EventStore, executionID, from, to)
+}
+
+// counts is a reading of the counters.
+type counts struct{ appends, events int64 }
+
+// read takes the counters now.
+func (s *countingStore) read() counts {
+	return counts{appends: s.appends.Load(), events: s.events.Load()}
+}
+
+// minus is what was counted between reading o and reading c.
+func (c counts) minus(o counts) counts {
+	return counts{appends: c.appends - o.appends, events: c.events - o.events}
+}

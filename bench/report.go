@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// Report is the one JSON document a run prints: the machine, the raw
+// SQLite baselines measured in this run, and every selected workload beside
+// the baseline it is judged against.
+type Report struct {
+	Machine   Machine         `json:"machine"`
+	Config    RunConfig       `json:"config"`
+	Raw       RawReport       `json:"raw"`
+	Workloads WorkloadReports `json:"workloads"`
+}
+
+// Machine identifies where the figures come from: ratios travel between
+// machines, absolute rates do not.
+type Machine struct {
+	GOOS   string `json:"goos"`
+	GOARCH string `json:"goarch"`
+	CPUs   int    `json:"cpus"`
+	Go     string `json:"go"`
+}
+
+// RunConfig echoes the flags the figures were measured under.
+type RunConfig struct {
+	DurationMs  int64    `json:"durationMs"`
+	Synchronous string   `json:"synchronous"`
+	Workloads   []string `json:"workloads"`
+	DBDir       string   `json:"dbDir"`
+}
+
+// RawReport holds the driver-only baselines: the same driver, pragmas and
+// row shape as plugins/sqlite, with no Loom code in the loop.
+type RawReport struct {
+	// OneRowPerCommitPerSec is rows/s with one row per transaction: every
+	// row pays a commit (an fsync under synchronous=FULL). It and
+	// HundredRowsPerTxPerSec are means of the samples below.
+	OneRowPerCommitPerSec float64 `json:"oneRowPerCommitPerSec"`
+	// HundredRowsPerTxPerSec is rows/s with 100 rows per transaction: the
+	// batched ceiling group commit aims at.
+	HundredRowsPerTxPerSec float64 `json:"hundredRowsPerTxPerSec"`
+	// The samples behind the means, in the order they were taken: one
+	// before and one after each workload judged against the baseline.
+	OneRowPerCommitSamples []float64 `json:"oneRowPerCommitSamples"`
+	HundredRowsSamples     []float64 `json:"hundredRowsPerTxSamples"`
+	// PayloadBytes is the payload size of every raw row.
+	PayloadBytes int `json:"payloadBytes"`
+}
+
+// WorkloadReports holds one entry per selected workload.
+type WorkloadReports struct {
+	A *ThroughputReport `json:"a,omitempty"`
+	B *ThroughputReport `json:"b,omitempty"`
+	C *ThroughputReport `json:"c,omitempty"`
+	D *ResumeReport     `json:"d,omitempty"`
+}
+
+// Comparison directions of a target.
+const (
+	atLeast = ">="
+	atMost  = "<="
+)
+
+// ThroughputReport is a whole-workflow workload: its rates, latencies and
+// its ratio to the baseline named in Baseline.
+type ThroughputReport struct {
+	Description     string  `json:"description"`
+	Workers         int     `json:"workers"`
+	Workflows       int64   `json:"workflows"`
+	WorkflowsPerSec float64 `json:"workflowsPerSec"`
+	EventsPerSec    float64 `json:"eventsPerSec"`
+	// EventsPerWorkflow and AppendsPerWorkflow are counted by a decorator
+	// around the event store: every EventStore.Append call and its events.
+	EventsPerWorkflow  float64 `json:"eventsPerWorkflow"`
+	AppendsPerWorkflow float64 `json:"appendsPerWorkflow"`
+	// TransactionsPerWorkflow is the SQLite writer's committed transactions
+	// (sqlite.DB.WriteStats): below AppendsPerWorkflow when group commit
+	// folds concurrent appends into shared commits.
+	TransactionsPerWorkflow float64 `json:"transactionsPerWorkflow"`
+	P50Ms                   float64 `json:"p50Ms"`
+	P99Ms                   float64 `json:"p99Ms"`
+	// Baseline names what Ratio divides by, BaselineValue its value, and
+	// BaselineSamples the raw rates it comes from, measured right before
+	// and right after this workload.
+	Baseline        string    `json:"baseline"`
+	BaselineValue   float64   `json:"baselineValue"`
+	BaselineSamples []float64 `json:"baselineSamples"`
+	Ratio           float64   `json:"ratio"`
+	Target          float64   `json:"target"`
+	Comparison      string    `json:"comparison"`
+	Met             bool      `json:"met"`
+}
+
+// ResumeReport compares the resume latency of a parked execution with a
+// large log to one with a small log, both with snapshots.
+type ResumeReport struct {
+	Description string `json:"description"`
+	SmallEvents int64  `json:"smallEvents"`
+	LargeEvents int64  `json:"largeEvents"`
+	Repetitions int    `json:"repetitions"`
+	// SmallMs and LargeMs are the medians of the repetitions; the samples
+	// are listed beside them.
+	SmallMs        float64   `json:"smallMs"`
+	LargeMs        float64   `json:"largeMs"`
+	SmallSamplesMs []float64 `json:"smallSamplesMs"`
+	LargeSamplesMs []float64 `json:"largeSamplesMs"`
+	// ResumeCallMs is the median time the Resume call took (it returns
+	// once the answer is durable: the load, the gate, one commit); the
+	// rest of the latency is the replay up to the next park.
+	SmallResumeCallMs float64 `json:"smallResumeCallMs"`
+	LargeResumeCallMs float64 `json:"largeResumeCallMs"`
+	// SnapshotBytes is the size of the snapshot each resume starts from.
+	SmallSnapshotBytes int `json:"smallSnapshotBytes"`
+	LargeSnapshotBytes int `json:"largeSnapshotBytes"`
+	// LargeBuildSec is Start → the first park of the large log;
+	// LargeSettleSec how long its periodic snapshots kept being written
+	// after that park (the harness waits for them before measuring).
+	LargeBuildSec  float64 `json:"largeBuildSec"`
+	LargeSettleSec float64 `json:"largeSettleSec"`
+	Ratio          float64 `json:"ratio"`
+	Target         float64 `json:"target"`
+	Comparison     string  `json:"comparison"`
+	Met            bool    `json:"met"`
+}
+
+// judge sets the baseline (its name, value and samples) and the ratio
+// measured/value against target, a floor.
+func (r *ThroughputReport) judge(baseline string, value float64, samples []float64, measured, target float64) {
+	r.Baseline, r.BaselineValue, r.BaselineSamples = baseline, round(value), samples
+	r.Target, r.Comparison = target, atLeast
+	if value > 0 {
+		r.Ratio = round(measured / value)
+	}
+	r.Met = value > 0 && measured/value >= target
+}
+
+// currentMachine describes this process's platform.
+func currentMachine() Machine {
+	return Machine{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()}
+}
+
+// writeReport prints r as one indented JSON document.
+func writeReport(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// percentile returns the nearest-rank p-th percentile (0 < p <= 100) of
+// samples, sorting them in place; 0 for none.
+func percentile(samples []time.Duration, p float64) time.Duration {
+	if len(samples) == 0 {
+		return 0
+	}
+	slices.Sort(samples)
+	rank := int(math.Ceil(p / 100 * float64(len(samples))))
+	return samples[min(max(rank, 1), len(samples))-1]
+}
+
+// median is the 50th percentile.
+func median(samples []time.Duration) time.Duration { return percentile(samples, 50) }
+
+// mean is the arithmetic mean, 0 for none.
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+// roundAll rounds every sample for the report.
+func roundAll(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = round(x)
+	}
+	return out
+}
+
+// millis renders d in milliseconds.
+func millis(d time.Duration) float64 { return round(float64(d) / float64(time.Millisecond)) }
+
+// perSecond is the rate of n in d.
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// round keeps four significant decimals, enough for ratios and rates.
+func round(x float64) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return math.Round(x*1e4) / 1e4
+}
