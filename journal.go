@@ -36,8 +36,12 @@ type journal struct {
 	queue   []event.Envelope // committed, not yet handed to the store
 	durable int64            // every sequence < durable is durable
 	writing bool
-	snaps   []fold.State // checkpoints waiting for their sequence to be durable
-	err     error
+	// snapPending is the newest checkpoint waiting for its sequence to be
+	// durable; a newer one replaces it, so a slow snapshot store costs
+	// checkpoints, never memory or log throughput.
+	snapPending *fold.State
+	saving      bool
+	err         error
 	sealed  bool          // a terminal event was committed: nothing may follow
 	changed chan struct{} // closed and replaced on every durable step or failure
 }
@@ -99,7 +103,8 @@ func (j *journal) append(typ string, payload any, meta map[string]json.RawMessag
 	j.folder.Apply(e)
 	j.queue = append(j.queue, e)
 	if j.snapshotEvery > 0 && (e.Sequence+1)%j.snapshotEvery == 0 {
-		j.snaps = append(j.snaps, j.folder.State())
+		st := j.folder.State()
+		j.snapPending = &st
 	}
 	if !j.writing {
 		j.writing = true
@@ -131,21 +136,34 @@ func (j *journal) drain() {
 		} else {
 			j.durable = batch[len(batch)-1].Sequence + 1
 		}
+		j.startSaveLocked()
 		close(j.changed)
 		j.changed = make(chan struct{})
-		var ready []fold.State
-		for len(j.snaps) > 0 && j.snaps[0].Sequence < j.durable && err == nil {
-			ready = append(ready, j.snaps[0])
-			j.snaps = j.snaps[1:]
-		}
 		j.mu.Unlock()
 		if err != nil {
 			return
 		}
-		for _, st := range ready {
-			j.saveSnapshot(st)
-		}
 	}
+}
+
+// startSaveLocked hands a checkpoint whose sequence is durable to the saver
+// goroutine, off the write path.
+func (j *journal) startSaveLocked() {
+	p := j.snapPending
+	if p == nil || j.saving || p.Sequence >= j.durable {
+		return
+	}
+	j.snapPending = nil
+	j.saving = true
+	go func(st fold.State) {
+		j.saveSnapshot(st)
+		j.mu.Lock()
+		j.saving = false
+		j.startSaveLocked()
+		close(j.changed)
+		j.changed = make(chan struct{})
+		j.mu.Unlock()
+	}(*p)
 }
 
 // halt refuses every later commit with err; what is already queued is
@@ -180,10 +198,11 @@ func (j *journal) barrier(ctx context.Context) error {
 }
 
 // settle waits until the tail has nothing left to write (all durable, or
-// the write failed), so no append outlives the drive that queued it.
+// the write failed) and no checkpoint is being saved, so no store write
+// outlives the drive that queued it.
 func (j *journal) settle() {
 	j.mu.Lock()
-	_ = j.waitLocked(context.Background(), func() (bool, error) { return !j.writing, nil })
+	_ = j.waitLocked(context.Background(), func() (bool, error) { return !j.writing && !j.saving, nil })
 }
 
 // waitLocked is called with j.mu held and returns with it released; it

@@ -126,11 +126,14 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 		if err != nil {
 			return nil, loaded{}, err
 		}
-		// Re-read under the claim: another caller may have moved it.
-		if l, err = rt.load(ctx, id); err != nil {
+		// Under the claim, fold whatever another caller appended since.
+		tail, err := rt.cfg.Events.ReadFrom(ctx, id, l.state.Sequence+1)
+		if err != nil {
 			rt.release(x)
 			return nil, loaded{}, err
 		}
+		l.state = fold.FoldFrom(l.state, tail)
+		l.eventsRead += len(tail)
 		return x, l, nil
 	}
 }

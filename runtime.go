@@ -34,6 +34,10 @@ type execution struct {
 	flow *Flow
 	run  *run          // the current drive, nil while claimed without one
 	done chan struct{} // closed when the claim is released
+	// final is the durable state a drive ended in (parked or ended);
+	// settled says it is set. Written before done is closed.
+	final   fold.State
+	settled bool
 }
 
 // New builds a Runtime from cfg. It refuses a missing event store, a flow
@@ -220,8 +224,9 @@ func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
 			rt.cfg.Logger.Warn("loom: drive aborted; the execution stays as its log has it", "execution", x.id, "error", o.err)
 			return
 		}
+		x.final, x.settled = j.state(), true
 		if o.status == fold.StatusSuspended {
-			rt.saveSnapshot(x.id, j.state())
+			rt.saveSnapshot(x.id, x.final)
 		}
 	}()
 }
@@ -231,7 +236,7 @@ func (rt *Runtime) saveSnapshot(id string, s fold.State) {
 	if rt.cfg.Snapshots == nil {
 		return
 	}
-	b, err := fold.Encode(s)
+	b, err := fold.EncodeSnapshot(s)
 	if err == nil {
 		err = rt.cfg.Snapshots.Save(context.Background(), store.Snapshot{ExecutionID: id, Sequence: s.Sequence,
 			SchemaVersion: event.SchemaVersion, State: b})

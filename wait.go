@@ -22,7 +22,7 @@ type Result struct {
 // error is a *FlowFailedError. It follows the log, so it sees an execution
 // driven by any process, and only what is durable.
 func (rt *Runtime) WaitForCompletion(ctx context.Context, id string) (Result, error) {
-	st, err := rt.waitFor(ctx, id, func(s *fold.State) (bool, error) { return s.Status.Terminal(), nil })
+	st, err := rt.waitFor(ctx, id, true, func(s *fold.State) (bool, error) { return s.Status.Terminal(), nil })
 	if err != nil {
 		return Result{}, err
 	}
@@ -37,7 +37,7 @@ func (rt *Runtime) WaitForCompletion(ctx context.Context, id string) (Result, er
 // An execution that ends instead rejects with *ExecutionTerminatedError (ADR
 // 0135), never a wait that does not end.
 func (rt *Runtime) WaitForSuspend(ctx context.Context, id string) (fold.State, error) {
-	return rt.waitFor(ctx, id, func(s *fold.State) (bool, error) {
+	return rt.waitFor(ctx, id, false, func(s *fold.State) (bool, error) {
 		if s.Status.Terminal() {
 			return true, &ExecutionTerminatedError{ExecutionID: id, Status: s.Status, State: *s}
 		}
@@ -48,18 +48,34 @@ func (rt *Runtime) WaitForSuspend(ctx context.Context, id string) (fold.State, e
 // WaitForSettled blocks until the execution is parked or has ended, and
 // returns its state: what a caller that resumed an execution usually wants.
 func (rt *Runtime) WaitForSettled(ctx context.Context, id string) (fold.State, error) {
-	return rt.waitFor(ctx, id, func(s *fold.State) (bool, error) {
+	return rt.waitFor(ctx, id, false, func(s *fold.State) (bool, error) {
 		return s.Status.Terminal() || s.Status == fold.StatusSuspended, nil
 	})
 }
 
-// waitFor folds the durable log forward until done says so.
-func (rt *Runtime) waitFor(ctx context.Context, id string, done func(*fold.State) (bool, error)) (fold.State, error) {
+// waitFor folds the durable log forward until done says so. untilDriveEnds
+// lets it first wait for this process's drive to end, which suits a wait
+// for the end only: a park is durable before the drive's in-flight siblings
+// finish.
+func (rt *Runtime) waitFor(ctx context.Context, id string, untilDriveEnds bool, done func(*fold.State) (bool, error)) (fold.State, error) {
 	if err := event.ValidateID("execution id", id); err != nil {
 		return fold.State{}, err
 	}
 	if err := rt.authorize(ctx, "query", id, "", true); err != nil {
 		return fold.State{}, err
+	}
+	// Driven here: the drive's own end is the cheapest signal.
+	if x := rt.liveExecution(id); x != nil && untilDriveEnds {
+		select {
+		case <-x.done:
+		case <-ctx.Done():
+			return fold.State{}, ctx.Err()
+		}
+		if x.settled {
+			if ok, err := done(&x.final); ok || err != nil {
+				return x.final, err
+			}
+		}
 	}
 	l, err := rt.load(ctx, id)
 	if err != nil {

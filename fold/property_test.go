@@ -75,7 +75,14 @@ func TestPropertySnapshotAtAnyKPlusTailEqualsWholeFold(t *testing.T) {
 		evs := genLog().Draw(t, "log")
 		want := mustEncode(t, Fold(evs))
 		for k := 0; k <= len(evs); k++ {
-			snap := mustEncode(t, Fold(evs[:k]))
+			raw, err := EncodeSnapshot(Fold(evs[:k]))
+			if err != nil {
+				t.Fatalf("snapshot encoding: %v", err)
+			}
+			snap := string(raw)
+			if k%2 == 1 {
+				snap = mustEncode(t, Fold(evs[:k])) // both encodings decode alike
+			}
 			s, err := NormalizeSnapshot(event.SchemaVersion, []byte(snap))
 			if err != nil {
 				t.Fatalf("snapshot at %d does not decode: %v\n%s", k, err, snap)

@@ -1,0 +1,178 @@
+package sqlite
+
+import (
+	"database/sql/driver"
+	"fmt"
+	"strings"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/store"
+)
+
+// eventColumns is the column count of one events row, in insert order.
+const eventColumns = 8
+
+// appendBatch is one validated Append, already turned into column values by
+// its caller so the leader only binds them.
+type appendBatch struct {
+	execID     string
+	workflowID string // the first non-empty one of the batch, if any
+	expected   int64
+	fenced     bool
+	token      int64
+	n          int   // events
+	vals       []any // eventColumns values per event
+}
+
+// newAppendBatch encodes a batch that store.ValidateAppend accepted. It
+// returns the batch and the bytes it carries (payloads and metadata).
+func newAppendBatch(execID string, expected int64, events []event.Envelope) (*appendBatch, int) {
+	b := &appendBatch{execID: execID, expected: expected, n: len(events),
+		vals: make([]any, 0, eventColumns*len(events))}
+	size := 0
+	for _, e := range events {
+		if b.workflowID == "" {
+			b.workflowID = e.WorkflowID
+		}
+		payload := string(e.PayloadOrNull())
+		var meta any // NULL for a nil map, so nil and empty stay distinct
+		if e.Metadata != nil {
+			m := encodeMetadata(e.Metadata)
+			meta = m
+			size += len(m)
+		}
+		size += len(payload)
+		b.vals = append(b.vals, execID, e.Sequence, e.ID, e.WorkflowID, e.Type, e.Timestamp, payload, meta)
+	}
+	return b, size
+}
+
+// Writer-side statements.
+const (
+	sqlFenceToken = `SELECT token FROM fences WHERE execution_id = ?`
+	// sqlLastSequence is one seek to the end of the log's primary-key range.
+	sqlLastSequence = `SELECT MAX(sequence) FROM events WHERE execution_id = ?`
+	sqlCreateLog    = `INSERT INTO executions (execution_id, workflow_id) VALUES (?, ?) ON CONFLICT (execution_id) DO NOTHING`
+	insertEventHead = `INSERT INTO events (execution_id, sequence, id, workflow_id, event_type, timestamp, payload, metadata) VALUES `
+)
+
+// storedLength returns the number of events of execID, read inside the open
+// transaction.
+func storedLength(c *rawConn, execID string) (int64, error) {
+	row, _, err := c.queryRow(sqlLastSequence, execID)
+	if err != nil || row[0] == nil {
+		return 0, err
+	}
+	last, ok := row[0].(int64)
+	if !ok {
+		return 0, fmt.Errorf("sqlite: last sequence of %q is %T, not an integer", execID, row[0])
+	}
+	return last + 1, nil
+}
+
+// claim checks b's fence and expected length inside the open transaction.
+// The length comes from pending (the lengths batches accepted earlier in the
+// same group will leave, since rows are inserted only after every claim),
+// else from the writer's lengthCache, else from the log itself. It returns
+// the typed refusal (nothing changed), or an error for a failed statement.
+// The first batch of a log also records it in executions, for listing.
+func claim(c *rawConn, b *appendBatch, pending map[string]int64) (refusal, err error) {
+	if b.fenced {
+		cur, found, err := c.queryInt64(sqlFenceToken, b.execID)
+		if err != nil {
+			return nil, err
+		}
+		if found && cur > b.token {
+			return &store.FencedError{ExecutionID: b.execID, Token: b.token, Current: cur}, nil
+		}
+	}
+	actual, ok := pending[b.execID]
+	if !ok {
+		actual, ok = c.lengths.get(b.execID)
+	}
+	if !ok {
+		if actual, err = storedLength(c, b.execID); err != nil {
+			return nil, err
+		}
+	}
+	if actual != b.expected {
+		return &store.SequenceConflictError{ExecutionID: b.execID, Expected: b.expected, Actual: actual}, nil
+	}
+	if b.expected == 0 {
+		if _, err := c.exec(sqlCreateLog, b.execID, b.workflowID); err != nil {
+			return nil, err
+		}
+	}
+	pending[b.execID] = b.expected + int64(b.n)
+	return nil, nil
+}
+
+// Multi-row inserts: a chunk holds a power of two of rows, at most
+// maxChunkRows (512 variables, far below SQLite's 32 766) and, past one row,
+// at most maxChunkBytes of payload, so the driver's copy of a chunk stays
+// small while most rows share a statement.
+const (
+	maxChunkRows  = 64
+	maxChunkBytes = 1 << 20
+)
+
+// insertSQL[k] inserts 1<<k rows.
+var insertSQL = func() []string {
+	var out []string
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", eventColumns), ", ") + ")"
+	for n := 1; n <= maxChunkRows; n *= 2 {
+		out = append(out, insertEventHead+strings.TrimSuffix(strings.Repeat(row+", ", n), ", "))
+	}
+	return out
+}()
+
+// insertEvents writes the events of batches with as few statements as the
+// chunk limits allow.
+func insertEvents(c *rawConn, batches []*appendBatch) error {
+	var rows [][]any // one slice of eventColumns values per row
+	for _, b := range batches {
+		for i := 0; i < b.n; i++ {
+			rows = append(rows, b.vals[i*eventColumns:(i+1)*eventColumns])
+		}
+	}
+	for len(rows) > 0 {
+		k := chunkLog2(rows)
+		n := 1 << k
+		args := c.args[:0]
+		for _, row := range rows[:n] {
+			for _, v := range row {
+				args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
+			}
+		}
+		c.args = args
+		if _, err := c.execNamed(insertSQL[k], args); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// chunkLog2 picks the size of the next chunk: the largest power of two
+// that fits the rows left, maxChunkRows and maxChunkBytes.
+func chunkLog2(rows [][]any) int {
+	k := 0
+	for 1<<(k+1) <= len(rows) && 1<<(k+1) <= maxChunkRows {
+		k++
+	}
+	for k > 0 && chunkBytes(rows[:1<<k]) > maxChunkBytes {
+		k--
+	}
+	return k
+}
+
+func chunkBytes(rows [][]any) int {
+	n := 0
+	for _, r := range rows {
+		n += len(r[6].(string))
+		if m, ok := r[7].(string); ok {
+			n += len(m)
+		}
+	}
+	return n
+}

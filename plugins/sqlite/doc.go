@@ -1,0 +1,87 @@
+// Package sqlite is Loom's embedded storage: the event log, snapshots and
+// branch refs in one SQLite file, through modernc.org/sqlite.
+//
+// # Use
+//
+// The preset opens everything a runtime needs:
+//
+//	st, err := sqlite.Storage(sqlite.StorageOptions{Path: "loom.db"})
+//	if err != nil { … }
+//	// run with st.Events, st.Snapshots, st.Branches, then
+//	err = st.Close() // commits what is queued, closes the file
+//
+// Open returns a *DB to take the stores one by one (DB.EventStore,
+// DB.SnapshotStore, DB.BranchRegistry); OpenEventStore and its siblings open
+// a file for a single store that owns it. Every store passes the
+// store/storetest conformance kits and implements every optional capability
+// of its SPI.
+//
+// # Durability: WAL and synchronous
+//
+// The file is in write-ahead-log mode: a commit appends to the -wal file,
+// readers keep reading the last committed state beside the writer, and
+// checkpoints fold the log back into the database. The writer connection
+// runs with synchronous=FULL by default, so a commit returns only after the
+// log is fsynced: an acknowledged append survives a power loss.
+// WithSynchronous(SyncNormal) syncs only at checkpoints — an acknowledged
+// append then survives a process crash but not an OS crash or power loss,
+// and the file is never corrupted either way. Pick NORMAL only when losing
+// the last moments of every execution on power loss is acceptable.
+//
+// # Group commit
+//
+// With synchronous=FULL every commit costs one fsync, which dwarfs the cost
+// of the rows it carries, so concurrent appends share commits. The write
+// connection is used by one caller at a time, the leader; Append validates
+// its batch (store.ValidateAppend), puts it in a bounded queue, and either
+// becomes the leader or waits for its result. The leader, on its own
+// goroutine, takes whatever is queued — up to MaxGroupBatches appends and
+// MaxGroupBytes of payload — and writes it in ONE transaction, taking in
+// the batches that arrive while it writes, then commits once and gives each
+// caller its own result. For each batch it checks the fence and compares the
+// log's length with the batch's expected sequence inside the transaction, so
+// a refused batch (a *store.SequenceConflictError or *store.FencedError)
+// is simply left out while the others are inserted with multi-row INSERTs.
+// If the transaction fails for another reason, each of its batches is
+// retried alone, so a batch SQLite cannot take fails only its own caller.
+//
+// A caller returns only once its own batch is committed. N concurrent
+// appenders share one fsync instead of paying N; a lone appender commits at
+// once on its own goroutine (nobody waits for company, and no goroutine
+// hand-off is paid), one commit per append as without grouping. A leader
+// commits at most a few more transactions for others after its own before
+// handing the leadership on, which bounds its caller's latency. A caller
+// whose context ends while its batch is still queued gets ctx.Err() and
+// nothing is written; once a leader has taken the batch, the caller waits
+// for the outcome. Snapshot, ref, fence, fork and delete writes use the same
+// connection, each in its own transaction. DB.WriteStats counts committed
+// transactions, batches and events.
+//
+// The writer remembers the length of the logs it wrote (lengthCache), so a
+// sequence check costs no query; it trusts that memory only while no other
+// connection has written the file, which SQLite's data version tells it, so
+// two processes sharing a file stay correct.
+//
+// Reads (ReadFrom, listings, snapshot loads, refs) use a separate pool of
+// query-only connections, which WAL lets run beside the writer.
+//
+// # Schema
+//
+// Tables are created by versioned migrations recorded in schema_migrations,
+// each applied once in its own transaction; Open refuses a file whose
+// schema is newer than this code with *SchemaVersionError. Payloads and
+// metadata are stored as the text appended, never re-encoded, so reads
+// return the appended bytes. The executions table gets one row when a log
+// is created and serves ListExecutions in SQLite's BINARY collation, which
+// is code-point order for UTF-8; a log's length is MAX(sequence)+1, one
+// seek on the events key, rather than a column every append would rewrite.
+//
+// # Why modernc.org/sqlite
+//
+// It is SQLite transpiled to Go: no cgo, so Loom builds and cross-compiles
+// with a plain Go toolchain, as go-workflows and DBOS do. Its CPU cost per
+// statement is higher than the C library's, but with synchronous=FULL every
+// driver is bound by the same disk sync, and group commit spreads that sync
+// over many appends. (Its race-detector builds are slow: the transpiled C
+// is instrumented too.)
+package sqlite

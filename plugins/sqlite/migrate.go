@@ -1,0 +1,169 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ErrSchemaTooNew matches *SchemaVersionError with errors.Is.
+var ErrSchemaTooNew = errors.New("sqlite: database schema is newer than this code")
+
+// SchemaVersionError reports a database file whose schema_migrations table
+// records a version (Found) above the newest migration this code knows
+// (Known): it was written by a newer release. Open refuses it rather than
+// write into a schema it does not understand; nothing was changed.
+type SchemaVersionError struct {
+	Found int
+	Known int
+}
+
+func (e *SchemaVersionError) Error() string {
+	return "sqlite: database schema version " + strconv.Itoa(e.Found) +
+		" is newer than the newest this code knows (" + strconv.Itoa(e.Known) + ")"
+}
+
+// Is makes errors.Is(err, ErrSchemaTooNew) true.
+func (e *SchemaVersionError) Is(target error) bool { return target == ErrSchemaTooNew }
+
+// migration is one step of the schema. Versions are 1, 2, 3… in list order;
+// a step is applied once, in its own transaction, with the row that records
+// it, so a crash leaves it either wholly applied or not at all.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+// schemaMigrations is the schema, oldest first. Never edit a released step:
+// append a new one.
+var schemaMigrations = []migration{
+	{1, "event log", []string{
+		// One row per event; payload and metadata are the appended bytes.
+		// A rowid table: rows go to its last page in commit order, and only
+		// the small primary-key index is touched once per log per commit.
+		// (Clustering rows by execution, WITHOUT ROWID, dirties one large
+		// leaf per log per commit and measured slower under concurrency.)
+		`CREATE TABLE events (
+			execution_id TEXT NOT NULL,
+			sequence     INTEGER NOT NULL,
+			id           TEXT NOT NULL,
+			workflow_id  TEXT NOT NULL,
+			event_type   TEXT NOT NULL,
+			timestamp    INTEGER NOT NULL,
+			payload      TEXT NOT NULL,
+			metadata     TEXT,
+			PRIMARY KEY (execution_id, sequence)
+		)`,
+		// One row per non-empty log, written once when the log is created,
+		// for the listing in BINARY (code-point) order. A log's length is
+		// MAX(sequence)+1 on the events key, one seek: keeping it here too
+		// would dirty one more page on every commit.
+		`CREATE TABLE executions (
+			execution_id TEXT NOT NULL PRIMARY KEY,
+			workflow_id  TEXT NOT NULL
+		) WITHOUT ROWID`,
+		// Fencing tokens survive DeleteExecution so they only ever grow.
+		`CREATE TABLE fences (
+			execution_id TEXT NOT NULL PRIMARY KEY,
+			token        INTEGER NOT NULL
+		) WITHOUT ROWID`,
+	}},
+	{2, "snapshots", []string{
+		// A rowid table: states can be large, which WITHOUT ROWID handles badly.
+		`CREATE TABLE snapshots (
+			execution_id   TEXT NOT NULL,
+			sequence       INTEGER NOT NULL,
+			schema_version TEXT NOT NULL,
+			state          BLOB,
+			PRIMARY KEY (execution_id, sequence)
+		)`,
+	}},
+	{3, "branch refs", []string{
+		`CREATE TABLE refs (
+			name         TEXT NOT NULL PRIMARY KEY,
+			execution_id TEXT NOT NULL,
+			version      INTEGER NOT NULL
+		) WITHOUT ROWID`,
+	}},
+}
+
+// migrate brings the schema up to the last step of list, one transaction per
+// pending step. BEGIN IMMEDIATE takes the write lock before the version is
+// read, so two processes opening a new file at once apply each step once.
+func migrate(ctx context.Context, c *sql.Conn, list []migration) error {
+	for i, m := range list {
+		if m.version != i+1 {
+			return fmt.Errorf("sqlite: migration %q has version %d, want %d", m.name, m.version, i+1)
+		}
+	}
+	const ledger = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_at INTEGER NOT NULL
+	)`
+	if _, err := c.ExecContext(ctx, ledger); err != nil {
+		return fmt.Errorf("sqlite: create schema_migrations: %w", err)
+	}
+	for {
+		done, err := applyNext(ctx, c, list)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// applyNext applies the first pending step of list, if any, and reports
+// whether the schema was already current.
+func applyNext(ctx context.Context, c *sql.Conn, list []migration) (done bool, err error) {
+	err = inConnTx(ctx, c, func() error {
+		var current int
+		row := c.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`)
+		if err := row.Scan(&current); err != nil {
+			return fmt.Errorf("sqlite: read schema version: %w", err)
+		}
+		if current > len(list) {
+			return &SchemaVersionError{Found: current, Known: len(list)}
+		}
+		if current == len(list) {
+			done = true
+			return nil
+		}
+		m := list[current]
+		for _, s := range m.stmts {
+			if _, err := c.ExecContext(ctx, s); err != nil {
+				return fmt.Errorf("sqlite: migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		_, err := c.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, time.Now().UnixMilli())
+		if err != nil {
+			return fmt.Errorf("sqlite: record migration %d: %w", m.version, err)
+		}
+		return nil
+	})
+	return done, err
+}
+
+// inConnTx runs fn inside BEGIN IMMEDIATE … COMMIT on c, rolling back when
+// fn or the commit fails. A failed rollback is reported with the cause.
+func inConnTx(ctx context.Context, c *sql.Conn, fn func() error) error {
+	if _, err := c.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	err := fn()
+	if err == nil {
+		if _, cerr := c.ExecContext(context.Background(), "COMMIT"); cerr == nil {
+			return nil
+		} else {
+			err = fmt.Errorf("sqlite: commit: %w", cerr)
+		}
+	}
+	if _, rerr := c.ExecContext(context.Background(), "ROLLBACK"); rerr != nil {
+		return errors.Join(err, fmt.Errorf("sqlite: rollback: %w", rerr))
+	}
+	return err
+}

@@ -1,0 +1,65 @@
+package spec
+
+import (
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/store"
+)
+
+// Component names: the keys of KernelManifest.Versions and of the map
+// CheckCompatibility takes.
+const (
+	ComponentEventSchema       = "eventSchema"
+	ComponentEventStoreSPI     = "eventStoreSpi"
+	ComponentSnapshotStoreSPI  = "snapshotStoreSpi"
+	ComponentBranchRegistrySPI = "branchRegistrySpi"
+)
+
+// KernelManifest lists the kernel's contract versions and the sets they
+// version (spec §9). It is what `loom kernel-manifest --json` prints.
+//
+// Not listed yet: the kernel ABI (loom.KernelABIVersion and the
+// loom.KernelSyscalls it versions) and the wire ABI version. The runtime adds
+// them here, as fields beside EventSchemaVersion and as components of
+// Versions, when it wires the manifest in.
+type KernelManifest struct {
+	// EventSchemaVersion is event.SchemaVersion (spec §4, K5).
+	EventSchemaVersion string `json:"eventSchemaVersion"`
+	// KnownEventTypes is event.KnownTypes(), sorted: the set the schema
+	// version pins.
+	KnownEventTypes []string `json:"knownEventTypes"`
+	// SPIs holds the storage SPI versions (spec §7).
+	SPIs SPIVersions `json:"spis"`
+}
+
+// SPIVersions are the store package's SPI version constants.
+type SPIVersions struct {
+	EventStore     string `json:"eventStore"`
+	SnapshotStore  string `json:"snapshotStore"`
+	BranchRegistry string `json:"branchRegistry"`
+}
+
+// Manifest returns the manifest of this kernel, built from the exported
+// constants themselves. Each call returns a fresh value the caller may
+// modify.
+func Manifest() KernelManifest {
+	return KernelManifest{
+		EventSchemaVersion: event.SchemaVersion,
+		KnownEventTypes:    event.KnownTypes(),
+		SPIs: SPIVersions{
+			EventStore:     store.EventStoreSPIVersion,
+			SnapshotStore:  store.SnapshotStoreSPIVersion,
+			BranchRegistry: store.BranchRegistrySPIVersion,
+		},
+	}
+}
+
+// Versions returns the manifest's versions keyed by component name
+// (ComponentEventSchema, …), the form CheckCompatibility compares against.
+func (m KernelManifest) Versions() map[string]string {
+	return map[string]string{
+		ComponentEventSchema:       m.EventSchemaVersion,
+		ComponentEventStoreSPI:     m.SPIs.EventStore,
+		ComponentSnapshotStoreSPI:  m.SPIs.SnapshotStore,
+		ComponentBranchRegistrySPI: m.SPIs.BranchRegistry,
+	}
+}

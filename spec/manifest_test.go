@@ -1,0 +1,84 @@
+package spec
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/store"
+)
+
+// TestSpec9ManifestAggregatesExportedConstants: the manifest is built from
+// the real constants, so it cannot drift from the code (spec §9).
+func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
+	m := Manifest()
+	want := KernelManifest{
+		EventSchemaVersion: event.SchemaVersion,
+		KnownEventTypes:    event.KnownTypes(),
+		SPIs: SPIVersions{
+			EventStore:     store.EventStoreSPIVersion,
+			SnapshotStore:  store.SnapshotStoreSPIVersion,
+			BranchRegistry: store.BranchRegistrySPIVersion,
+		},
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("Manifest() = %+v, want %+v", m, want)
+	}
+	versions := m.Versions()
+	wantVersions := map[string]string{
+		ComponentEventSchema:       event.SchemaVersion,
+		ComponentEventStoreSPI:     store.EventStoreSPIVersion,
+		ComponentSnapshotStoreSPI:  store.SnapshotStoreSPIVersion,
+		ComponentBranchRegistrySPI: store.BranchRegistrySPIVersion,
+	}
+	if !reflect.DeepEqual(versions, wantVersions) {
+		t.Fatalf("Versions() = %v, want %v", versions, wantVersions)
+	}
+	for c, v := range versions {
+		if !semver.MatchString(v) {
+			t.Errorf("%s version %q is not a semantic version", c, v)
+		}
+	}
+}
+
+// TestManifestJSONShape pins the JSON field names `loom kernel-manifest
+// --json` prints.
+func TestManifestJSONShape(t *testing.T) {
+	b, err := json.Marshal(Manifest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"eventSchemaVersion", "knownEventTypes", "spis"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("manifest JSON lacks %q: %s", k, b)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("manifest JSON has %d fields, want 3: %s", len(got), b)
+	}
+	var spis map[string]string
+	if err := json.Unmarshal(got["spis"], &spis); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"eventStore":     store.EventStoreSPIVersion,
+		"snapshotStore":  store.SnapshotStoreSPIVersion,
+		"branchRegistry": store.BranchRegistrySPIVersion,
+	}
+	if !reflect.DeepEqual(spis, want) {
+		t.Errorf("spis = %v, want %v", spis, want)
+	}
+}
+
+func TestManifestReturnsAFreshValue(t *testing.T) {
+	m := Manifest()
+	m.KnownEventTypes[0] = "MUTATED"
+	if Manifest().KnownEventTypes[0] == "MUTATED" {
+		t.Fatal("Manifest() shares its type list between calls")
+	}
+}
