@@ -42,8 +42,8 @@ type journal struct {
 	snapPending *fold.State
 	saving      bool
 	err         error
-	sealed  bool          // a terminal event was committed: nothing may follow
-	changed chan struct{} // closed and replaced on every durable step or failure
+	sealed      bool          // a terminal event was committed: nothing may follow
+	changed     chan struct{} // closed and replaced on every durable step or failure
 }
 
 func newJournal(s store.EventStore, executionID, workflowID string, st fold.State,
