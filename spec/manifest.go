@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
@@ -8,6 +9,7 @@ import (
 // Component names: the keys of KernelManifest.Versions and of the map
 // CheckCompatibility takes.
 const (
+	ComponentKernelABI         = "kernelAbi"
 	ComponentEventSchema       = "eventSchema"
 	ComponentEventStoreSPI     = "eventStoreSpi"
 	ComponentSnapshotStoreSPI  = "snapshotStoreSpi"
@@ -17,11 +19,12 @@ const (
 // KernelManifest lists the kernel's contract versions and the sets they
 // version (spec §9). It is what `loom kernel-manifest --json` prints.
 //
-// Not listed yet: the kernel ABI (loom.KernelABIVersion and the
-// loom.KernelSyscalls it versions) and the wire ABI version. The runtime adds
-// them here, as fields beside EventSchemaVersion and as components of
-// Versions, when it wires the manifest in.
+// The wire ABI version joins it when the wire package lands.
 type KernelManifest struct {
+	// KernelABIVersion is loom.KernelABIVersion (spec §2, K1).
+	KernelABIVersion string `json:"kernelAbiVersion"`
+	// Syscalls is loom.KernelSyscalls: the set the kernel ABI pins.
+	Syscalls []string `json:"syscalls"`
 	// EventSchemaVersion is event.SchemaVersion (spec §4, K5).
 	EventSchemaVersion string `json:"eventSchemaVersion"`
 	// KnownEventTypes is event.KnownTypes(), sorted: the set the schema
@@ -43,6 +46,8 @@ type SPIVersions struct {
 // modify.
 func Manifest() KernelManifest {
 	return KernelManifest{
+		KernelABIVersion:   loom.KernelABIVersion,
+		Syscalls:           append([]string(nil), loom.KernelSyscalls...),
 		EventSchemaVersion: event.SchemaVersion,
 		KnownEventTypes:    event.KnownTypes(),
 		SPIs: SPIVersions{
@@ -57,6 +62,7 @@ func Manifest() KernelManifest {
 // (ComponentEventSchema, …), the form CheckCompatibility compares against.
 func (m KernelManifest) Versions() map[string]string {
 	return map[string]string{
+		ComponentKernelABI:         m.KernelABIVersion,
 		ComponentEventSchema:       m.EventSchemaVersion,
 		ComponentEventStoreSPI:     m.SPIs.EventStore,
 		ComponentSnapshotStoreSPI:  m.SPIs.SnapshotStore,

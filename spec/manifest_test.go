@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/loom-kernel/loom"
+
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
@@ -14,6 +16,8 @@ import (
 func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 	m := Manifest()
 	want := KernelManifest{
+		KernelABIVersion:   loom.KernelABIVersion,
+		Syscalls:           loom.KernelSyscalls,
 		EventSchemaVersion: event.SchemaVersion,
 		KnownEventTypes:    event.KnownTypes(),
 		SPIs: SPIVersions{
@@ -27,6 +31,7 @@ func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 	}
 	versions := m.Versions()
 	wantVersions := map[string]string{
+		ComponentKernelABI:         loom.KernelABIVersion,
 		ComponentEventSchema:       event.SchemaVersion,
 		ComponentEventStoreSPI:     store.EventStoreSPIVersion,
 		ComponentSnapshotStoreSPI:  store.SnapshotStoreSPIVersion,
@@ -53,13 +58,13 @@ func TestManifestJSONShape(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"eventSchemaVersion", "knownEventTypes", "spis"} {
+	for _, k := range []string{"kernelAbiVersion", "syscalls", "eventSchemaVersion", "knownEventTypes", "spis"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("manifest JSON lacks %q: %s", k, b)
 		}
 	}
-	if len(got) != 3 {
-		t.Errorf("manifest JSON has %d fields, want 3: %s", len(got), b)
+	if len(got) != 5 {
+		t.Errorf("manifest JSON has %d fields, want 5: %s", len(got), b)
 	}
 	var spis map[string]string
 	if err := json.Unmarshal(got["spis"], &spis); err != nil {
