@@ -24,7 +24,7 @@ func TestNegotiateBudgetIsARecordedBoundedGrant(t *testing.T) {
 		}
 		return g, nil
 	})
-	h := newHarness(t, flow)
+	h := newHarnessWith(t, replaying, flow)
 	id, _ := h.rt.Start(h.ctx(), "budget", nil)
 	resume(t, h, id, "go", "1")
 	res, err := h.rt.WaitForCompletion(h.ctx(), id)
@@ -52,7 +52,7 @@ func TestDivergenceWarnModeLogsAndGoesOn(t *testing.T) {
 		_, err := ctx.Suspend("go")
 		return 1, err
 	})
-	h := newHarnessWith(t, loom.Config{Logger: slog.New(slog.NewTextHandler(&mu, nil))}, flow)
+	h := newHarnessWith(t, loom.Config{StickyParks: -1, Logger: slog.New(slog.NewTextHandler(&mu, nil))}, flow)
 	id, _ := h.rt.Start(h.ctx(), "drift", nil)
 	if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,10 @@ type Config struct {
 	// Durability chooses when step outcomes become durable (default
 	// WriteBehind).
 	Durability Durability
+	// StickyParks bounds how many flows parked at a gate stay blocked in
+	// memory, so a Resume in this process answers them in place instead of
+	// replaying (default 256; negative disables).
+	StickyParks int
 	// Divergence chooses what a replay that issues other step ids than its
 	// log does (default DivergenceWarn).
 	Divergence DivergenceMode

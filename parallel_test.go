@@ -130,7 +130,7 @@ func TestEmitAppendsOncePerExecution(t *testing.T) {
 		}
 		return 1, nil
 	})
-	h := newHarness(t, flow)
+	h := newHarnessWith(t, replaying, flow)
 	id, err := h.rt.Start(h.ctx(), "emit", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func TestResumeFoldsOnlyTheTailAfterTheLatestSnapshot(t *testing.T) {
 	})
 	h := newHarness(t, flow)
 	counting := &countingEvents{EventStore: h.events}
-	rt, err := loom.New(loom.Config{Events: counting, Snapshots: h.snaps, Flows: []*loom.Flow{flow}, SnapshotEvery: 100})
+	rt, err := loom.New(loom.Config{Events: counting, Snapshots: h.snaps, Flows: []*loom.Flow{flow}, SnapshotEvery: 100, StickyParks: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestDivergenceFailModeParksOnTheReservedGate(t *testing.T) {
 		}
 		return 1, nil
 	})
-	h := newHarnessWith(t, loom.Config{Divergence: loom.DivergenceFail}, flow)
+	h := newHarnessWith(t, loom.Config{StickyParks: -1, Divergence: loom.DivergenceFail}, flow)
 	id, _ := h.rt.Start(h.ctx(), "drift", nil)
 	if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
 		t.Fatal(err)

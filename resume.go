@@ -59,6 +59,11 @@ func (rt *Runtime) Resume(ctx context.Context, id string, ev ResumeEvent, opts .
 	if err != nil {
 		return err
 	}
+	if ev.EventType != event.ExecutionRecovered {
+		if handled, err := rt.resumeSticky(ctx, id, ev, principal, o.simulate); handled {
+			return err
+		}
+	}
 	x, l, err := rt.claimLoaded(ctx, id)
 	if err != nil {
 		return err
@@ -96,6 +101,9 @@ func (rt *Runtime) Resume(ctx context.Context, id string, ev ResumeEvent, opts .
 // running); one whose drive is ending is waited for.
 func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, loaded, error) {
 	for {
+		if err := rt.evictSticky(ctx, id); err != nil {
+			return nil, loaded{}, err
+		}
 		if x := rt.liveExecution(id); x != nil {
 			rt.mu.Lock()
 			r := x.run

@@ -64,6 +64,14 @@ func (s *scope) stopped() bool {
 
 func (r *run) stopped() bool { return r.root.stop.Load() }
 
+// isParked reports whether the run committed its park and waits (sticky)
+// or unwinds.
+func (r *run) isParked() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parked
+}
+
 // abort ends the run after a journal failure: the execution stays as the
 // log has it (running), for Recover to re-drive.
 func (r *run) abort(err error) {

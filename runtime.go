@@ -1,6 +1,7 @@
 package loom
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,9 +23,11 @@ type Runtime struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	closed bool
-	live   map[string]*execution // executions claimed by this process
+	mu          sync.Mutex
+	closed      bool
+	live        map[string]*execution // executions claimed by this process
+	sticky      map[string]*stickyPark
+	stickyOrder *list.List // sticky park ids, oldest first
 }
 
 // execution is an execution claimed by this process: at most one drive (or

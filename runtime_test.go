@@ -63,6 +63,10 @@ func waitUntil(t *testing.T, h *harness, id string, cond func(fold.State) bool) 
 	t.Fatalf("condition never held: %v", sub.Err())
 }
 
+// replaying disables sticky parks, so every resume replays from the log:
+// the tests of replay itself use it.
+var replaying = loom.Config{StickyParks: -1}
+
 func newHarness(t *testing.T, flows ...*loom.Flow) *harness {
 	return newHarnessWith(t, loom.Config{}, flows...)
 }

@@ -75,8 +75,9 @@ func (rt *Runtime) loadLog(ctx context.Context, id string) (loaded, error) {
 	return loaded{state: fold.Fold(evs), workflowID: evs[0].WorkflowID, eventsRead: len(evs)}, nil
 }
 
-// LoadState returns an execution's current folded state: the live one when
-// this process drives it, else its snapshot plus log tail. With an
+// LoadState returns an execution's current folded state: the live one while
+// this process runs it, else its snapshot plus log tail (so a park is read
+// from the store, which another process may have moved). With an
 // Authorizer it is a "query".
 func (rt *Runtime) LoadState(ctx context.Context, id string) (fold.State, error) {
 	if err := event.ValidateID("execution id", id); err != nil {
@@ -89,7 +90,7 @@ func (rt *Runtime) LoadState(ctx context.Context, id string) (fold.State, error)
 		rt.mu.Lock()
 		r := x.run
 		rt.mu.Unlock()
-		if r != nil {
+		if r != nil && !r.isParked() {
 			return r.j.state(), nil
 		}
 	}

@@ -74,6 +74,10 @@ func (c *Context) Suspend(gate string, opts ...SuspendOption) (json.RawMessage, 
 		wake := r.rt.cfg.Clock.Now().UnixMilli() + *p.TimeoutMs
 		p.WakeAt = &wake
 	}
+	if c.branch == "" && r.rt.stickyCap() > 0 {
+		// No branch is alive at the root: the flow can wait in place.
+		return r.parkSticky(c, p), nil
+	}
 	r.park(p)
 	return nil, nil // unreachable: park unwinds
 }

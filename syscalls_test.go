@@ -48,7 +48,7 @@ func TestReplayServesEverySyscallFromTheLog(t *testing.T) {
 		}
 		return fmt.Sprintf("%s-%d", choice, r%1000), nil
 	})
-	h = newHarness(t, flow)
+	h = newHarnessWith(t, replaying, flow)
 	id, err := h.rt.Start(h.ctx(), "replay", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestTypedFailureIsReplayedWithoutReinvocation(t *testing.T) {
 		}
 		return tf.Channel + ":" + string(tf.Payload), nil
 	})
-	h := newHarness(t, flow)
+	h := newHarnessWith(t, replaying, flow)
 	id, err := h.rt.Start(h.ctx(), "typed", nil)
 	if err != nil {
 		t.Fatal(err)

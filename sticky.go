@@ -1,0 +1,189 @@
+package loom
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"runtime"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+)
+
+// Sticky parks. A flow that parks at a gate from its root goroutine (no
+// Parallel branch alive) is kept in memory, blocked inside Suspend, for as
+// long as it stays among the Config.StickyParks most recent parks. A Resume
+// in this process then answers it in place: the gate rules run against the
+// live state, the answer is made durable through the same journal, and the
+// flow simply goes on — no snapshot load, no replay. Evicted (by newer parks,
+// a log that moved under it, a ResumeAs, a Close), it unwinds exactly like a
+// plain park, and the next resume replays from the log: the two paths are
+// observably the same.
+
+// stickyPark is a flow blocked in Suspend, waiting for its answer.
+type stickyPark struct {
+	r    *run
+	wake chan bool // true: answered, go on; false: evicted, unwind
+	elem *list.Element
+}
+
+// defaultStickyParks bounds the parked flows kept in memory.
+const defaultStickyParks = 256
+
+func (rt *Runtime) stickyCap() int {
+	switch {
+	case rt.cfg.StickyParks < 0:
+		return 0
+	case rt.cfg.StickyParks == 0:
+		return defaultStickyParks
+	}
+	return rt.cfg.StickyParks
+}
+
+// registerSticky makes r's park answerable in place, evicting the oldest
+// park beyond the bound.
+func (rt *Runtime) registerSticky(r *run) *stickyPark {
+	sp := &stickyPark{r: r, wake: make(chan bool, 1)}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sticky == nil {
+		rt.sticky = map[string]*stickyPark{}
+		rt.stickyOrder = list.New()
+	}
+	sp.elem = rt.stickyOrder.PushBack(r.x.id)
+	rt.sticky[r.x.id] = sp
+	for rt.stickyOrder.Len() > rt.stickyCap() {
+		oldest := rt.stickyOrder.Front()
+		victim := rt.sticky[oldest.Value.(string)]
+		rt.dropStickyLocked(victim)
+		victim.wake <- false
+	}
+	return sp
+}
+
+// takeSticky removes and returns the sticky park of id, if any: whoever
+// takes it is the only one who may wake it.
+func (rt *Runtime) takeSticky(id string) *stickyPark {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	sp := rt.sticky[id]
+	if sp != nil {
+		rt.dropStickyLocked(sp)
+	}
+	return sp
+}
+
+func (rt *Runtime) dropStickyLocked(sp *stickyPark) {
+	rt.stickyOrder.Remove(sp.elem)
+	delete(rt.sticky, sp.r.x.id)
+}
+
+// evictSticky unwinds the sticky park of id, if any, and waits for its
+// drive to end.
+func (rt *Runtime) evictSticky(ctx context.Context, id string) error {
+	sp := rt.takeSticky(id)
+	if sp == nil {
+		return nil
+	}
+	sp.wake <- false
+	select {
+	case <-sp.r.x.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// parkSticky records the park like park does, then blocks until a Resume
+// answers it in place (returning the answer) or it is evicted (unwinding).
+func (r *run) parkSticky(c *Context, p suspendPayload) json.RawMessage {
+	r.mu.Lock()
+	if r.parked || r.cancelled || r.abortErr != nil {
+		r.mu.Unlock()
+		r.root.stop.Store(true)
+		runtime.Goexit()
+	}
+	r.parked = true
+	r.mu.Unlock()
+	sp := r.rt.registerSticky(r)
+	r.commit(event.ExecutionSuspended, p, nil)
+	r.barrier()
+	r.rt.saveSnapshot(r.x.id, r.j.state())
+	var answered bool
+	select {
+	case answered = <-sp.wake:
+	case <-r.ctx.Done():
+	}
+	if !answered {
+		r.rt.takeSticky(r.x.id)
+		r.root.stop.Store(true)
+		runtime.Goexit()
+	}
+	r.mu.Lock()
+	r.parked = false
+	idx := r.gates
+	r.gates++
+	r.segmentLive = false
+	r.mu.Unlock()
+	var answer json.RawMessage
+	c.state(func(s *fold.State) {
+		if idx < len(s.Variables.ResumePayloads) {
+			answer = s.Variables.ResumePayloads[idx].Payload
+		}
+	})
+	return answer
+}
+
+// resumeSticky answers a sticky park in place. handled is false when there
+// is none (or it had to be evicted), and the caller takes the replay path.
+func (rt *Runtime) resumeSticky(ctx context.Context, id string, ev ResumeEvent, principal json.RawMessage, simulate bool) (handled bool, err error) {
+	sp := rt.takeSticky(id)
+	if sp == nil {
+		return false, nil
+	}
+	r := sp.r
+	evict := func() (bool, error) {
+		sp.wake <- false
+		select {
+		case <-r.x.done:
+			return false, nil
+		case <-ctx.Done():
+			return true, ctx.Err()
+		}
+	}
+	if err := r.j.barrier(ctx); err != nil || simulate && !r.simulate {
+		return evict()
+	}
+	st := r.j.state()
+	// Another process may have written to the log since this park.
+	if tail, err := rt.cfg.Events.ReadFrom(ctx, id, st.Sequence+1); err != nil || len(tail) > 0 {
+		return evict()
+	}
+	payload, err := rt.admit(id, st, r.flow, ev)
+	if err != nil {
+		rt.reregisterSticky(sp) // refused: the park stays as it was
+		return true, err
+	}
+	if principal != nil {
+		if _, err := r.j.commit(event.ApprovalGranted, map[string]any{"principal": principal, "gate": ev.EventType}, nil); err != nil {
+			return evict()
+		}
+	}
+	if _, err := r.j.commit(event.ExecutionResumed, map[string]any{"eventType": ev.EventType, "payload": payload}, nil); err != nil {
+		return evict()
+	}
+	if err := r.j.barrier(ctx); err != nil {
+		sp.wake <- false
+		return true, err
+	}
+	sp.wake <- true
+	return true, nil
+}
+
+// reregisterSticky puts back a park a refused resume took.
+func (rt *Runtime) reregisterSticky(sp *stickyPark) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	sp.elem = rt.stickyOrder.PushBack(sp.r.x.id)
+	rt.sticky[sp.r.x.id] = sp
+}
