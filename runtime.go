@@ -10,6 +10,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/snapshot"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -239,7 +240,7 @@ func (rt *Runtime) saveSnapshot(id string, s fold.State) {
 	if rt.cfg.Snapshots == nil {
 		return
 	}
-	b, err := fold.EncodeSnapshot(s)
+	b, err := snapshot.Encode(s)
 	if err == nil {
 		err = rt.cfg.Snapshots.Save(context.Background(), store.Snapshot{ExecutionID: id, Sequence: s.Sequence,
 			SchemaVersion: event.SchemaVersion, State: b})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/snapshot"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -28,7 +29,7 @@ func (rt *Runtime) load(ctx context.Context, id string) (loaded, error) {
 			return loaded{}, err
 		}
 		if ok {
-			if s, err := fold.NormalizeSnapshot(snap.SchemaVersion, snap.State); err == nil {
+			if s, err := snapshot.Decode(snap.SchemaVersion, snap.State); err == nil {
 				base, from = s, snap.Sequence+1
 			} else {
 				rt.cfg.Logger.Warn("loom: snapshot ignored", "execution", id, "sequence", snap.Sequence, "error", err)
@@ -107,7 +108,7 @@ func (rt *Runtime) LoadStateAt(ctx context.Context, id string, at int64) (fold.S
 	base, from := fold.Initial(), int64(0)
 	if rt.cfg.Snapshots != nil {
 		if snap, ok, err := rt.cfg.Snapshots.LoadAt(ctx, id, at); err == nil && ok {
-			if s, err := fold.NormalizeSnapshot(snap.SchemaVersion, snap.State); err == nil {
+			if s, err := snapshot.Decode(snap.SchemaVersion, snap.State); err == nil {
 				base, from = s, snap.Sequence+1
 			}
 		}
