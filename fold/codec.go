@@ -29,16 +29,11 @@ func (e *SnapshotVersionError) Error() string {
 // bytes fold vectors compare and snapshots store. Equal states encode to
 // equal bytes.
 func Encode(s State) ([]byte, error) {
-	if s.Frames == nil {
-		s.Frames = map[string]Frame{}
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
+	raw, err := EncodeSnapshot(s)
+	if err != nil {
 		return nil, err
 	}
-	return event.Canonical(buf.Bytes())
+	return event.Canonical(raw)
 }
 
 // EncodeSnapshot renders s faithfully but not canonically (encoding/json

@@ -179,74 +179,45 @@ func cloneSlice[T any](s []T) []T {
 	return out
 }
 
-// Container accessors: each returns a container this Folder may mutate,
-// copying the caller-visible one first.
-
-func (f *Folder) frames() map[string]Frame {
-	if !f.own.frames {
-		f.s.Frames = cloneMap(f.s.Frames)
-		f.own.frames = true
+// ownedMap returns *m for in-place mutation, copying the caller-visible map
+// first unless this pass already owns it.
+func ownedMap[K comparable, V any](m *map[K]V, owned *bool) map[K]V {
+	if !*owned {
+		*m = cloneMap(*m)
+		*owned = true
 	}
-	return f.s.Frames
+	return *m
 }
 
+// Container accessors: each returns a container this Folder may mutate.
+
+func (f *Folder) frames() map[string]Frame { return ownedMap(&f.s.Frames, &f.own.frames) }
+
 func (f *Folder) decisions() map[string]Decision {
-	if !f.own.decisions {
-		f.s.Variables.Decisions = cloneMap(f.s.Variables.Decisions)
-		f.own.decisions = true
-	}
-	return f.s.Variables.Decisions
+	return ownedMap(&f.s.Variables.Decisions, &f.own.decisions)
 }
 
 func (f *Folder) flowEmits() map[string]int64 {
-	if !f.own.flowEmits {
-		f.s.Variables.FlowEmits = cloneMap(f.s.Variables.FlowEmits)
-		f.own.flowEmits = true
-	}
-	return f.s.Variables.FlowEmits
+	return ownedMap(&f.s.Variables.FlowEmits, &f.own.flowEmits)
 }
 
 func (f *Folder) waitAnswers() map[string]WaitAnswer {
-	if !f.own.waitAnswers {
-		f.s.Variables.WaitAnswers = cloneMap(f.s.Variables.WaitAnswers)
-		f.own.waitAnswers = true
-	}
-	return f.s.Variables.WaitAnswers
+	return ownedMap(&f.s.Variables.WaitAnswers, &f.own.waitAnswers)
 }
 
 func (f *Folder) inDoubt() map[string]InDoubt {
-	if !f.own.inDoubt {
-		f.s.Variables.InDoubt = cloneMap(f.s.Variables.InDoubt)
-		f.own.inDoubt = true
-	}
-	return f.s.Variables.InDoubt
+	return ownedMap(&f.s.Variables.InDoubt, &f.own.inDoubt)
 }
 
-func (f *Folder) inbox() map[string]InboxCursor {
-	if !f.own.inbox {
-		f.s.Variables.Inbox = cloneMap(f.s.Variables.Inbox)
-		f.own.inbox = true
-	}
-	return f.s.Variables.Inbox
-}
+func (f *Folder) inbox() map[string]InboxCursor { return ownedMap(&f.s.Variables.Inbox, &f.own.inbox) }
 
 // quarantined returns the topic map; its queues are never mutated in place
 // (they are small and bounded), only replaced.
 func (f *Folder) quarantined() map[string][]QuarantinedEntry {
-	if !f.own.quarantined {
-		f.s.Variables.Quarantined = cloneMap(f.s.Variables.Quarantined)
-		f.own.quarantined = true
-	}
-	return f.s.Variables.Quarantined
+	return ownedMap(&f.s.Variables.Quarantined, &f.own.quarantined)
 }
 
-func (f *Folder) scopes() map[string]Scope {
-	if !f.own.scopes {
-		f.s.Variables.Scopes = cloneMap(f.s.Variables.Scopes)
-		f.own.scopes = true
-	}
-	return f.s.Variables.Scopes
-}
+func (f *Folder) scopes() map[string]Scope { return ownedMap(&f.s.Variables.Scopes, &f.own.scopes) }
 
 // appendOwned appends to a slice, copying it first unless this pass owns it.
 func appendOwned[T any](s []T, owned *bool, v T) []T {
