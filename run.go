@@ -34,6 +34,7 @@ type run struct {
 	inFlight    int  // effects and deciders executing now
 	unserved    bool // an earlier step/decider ended in an outcome replay does not serve
 	div         *divergence
+	snapshotAt  int64 // sequence of the last park snapshot this run saved, -1 if none
 }
 
 // scope is a Parallel block's stop signal and context; the run's root scope

@@ -199,7 +199,7 @@ func (rt *Runtime) newJournal(id, workflowID string, st fold.State) *journal {
 func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
 	st := j.state()
 	ctx, cancel := context.WithCancel(rt.ctx)
-	r := &run{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate, root: &scope{ctx: ctx, cancel: cancel}}
+	r := &run{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate, root: &scope{ctx: ctx, cancel: cancel}, snapshotAt: -1}
 	if rt.cfg.Divergence != DivergenceOff && len(st.Frames) > 0 {
 		r.div = newDivergence(st)
 	}
@@ -229,7 +229,7 @@ func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
 			return
 		}
 		x.final, x.settled = j.state(), true
-		if o.status == fold.StatusSuspended {
+		if o.status == fold.StatusSuspended && x.final.Sequence != r.snapshotAt {
 			rt.saveSnapshot(x.id, x.final)
 		}
 	}()

@@ -108,7 +108,9 @@ func (r *run) parkSticky(c *Context, p suspendPayload) json.RawMessage {
 	sp := r.rt.registerSticky(r)
 	r.commit(event.ExecutionSuspended, p, nil)
 	r.barrier()
-	r.rt.saveSnapshot(r.x.id, r.j.state())
+	st := r.j.state()
+	r.rt.saveSnapshot(r.x.id, st)
+	r.snapshotAt = st.Sequence
 	var answered bool
 	select {
 	case answered = <-sp.wake:

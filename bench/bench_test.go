@@ -13,7 +13,8 @@ import (
 // durations and sizes and checks the document it prints: one well-formed
 // JSON value holding every field. It checks no timing: only shapes and the
 // counts the runtime fixes (22 events per ten-step workflow, the log
-// lengths of workload d).
+// lengths of workload d). Workload d itself fails the run should a warm
+// resume replay or a cold one not, so a pass also means both paths ran.
 func TestHarnessReportsEveryField(t *testing.T) {
 	var out, progress bytes.Buffer
 	args := []string{"-duration", "200ms", "-db-dir", t.TempDir(),
@@ -34,9 +35,16 @@ func TestHarnessReportsEveryField(t *testing.T) {
 	numbers := []string{
 		"machine.cpus",
 		"raw.oneRowPerCommitPerSec", "raw.hundredRowsPerTxPerSec", "raw.payloadBytes",
-		"workloads.d.smallEvents", "workloads.d.largeEvents", "workloads.d.repetitions",
-		"workloads.d.smallMs", "workloads.d.largeMs", "workloads.d.smallResumeCallMs", "workloads.d.largeResumeCallMs",
-		"workloads.d.smallSnapshotBytes", "workloads.d.largeSnapshotBytes", "workloads.d.largeBuildSec", "workloads.d.largeSettleSec",
+		"workloads.d.smallEvents", "workloads.d.largeEvents", "workloads.d.smallSteps", "workloads.d.largeSteps",
+		"workloads.d.repetitions",
+		"workloads.d.smallSnapshotBytes", "workloads.d.largeSnapshotBytes",
+		"workloads.d.smallSnapshotJSONBytes", "workloads.d.largeSnapshotJSONBytes",
+		"workloads.d.largeBuildSec", "workloads.d.largeSettleSec",
+		"workloads.d.warmSmallMs", "workloads.d.warmLargeMs", "workloads.d.warmRatio",
+		"workloads.d.warmSmallResumeCallMs", "workloads.d.warmLargeResumeCallMs",
+		"workloads.d.coldSmallMs", "workloads.d.coldLargeMs", "workloads.d.coldRatio",
+		"workloads.d.coldSmallResumeCallMs", "workloads.d.coldLargeResumeCallMs",
+		"workloads.d.coldSmallOpenMs", "workloads.d.coldLargeOpenMs",
 		"workloads.d.ratio", "workloads.d.target",
 	}
 	for _, w := range []string{"a", "b", "c"} {
@@ -63,10 +71,19 @@ func TestHarnessReportsEveryField(t *testing.T) {
 	}
 	for _, path := range []string{"raw.oneRowPerCommitSamples", "raw.hundredRowsPerTxSamples",
 		"workloads.a.baselineSamples", "workloads.c.baselineSamples",
-		"workloads.d.smallSamplesMs", "workloads.d.largeSamplesMs"} {
+		"workloads.d.warmSmallSamplesMs", "workloads.d.warmLargeSamplesMs",
+		"workloads.d.coldSmallSamplesMs", "workloads.d.coldLargeSamplesMs"} {
 		if l, ok := lookup(t, doc, path).([]any); !ok || len(l) == 0 {
 			t.Errorf("%s = %v, want a non-empty list", path, lookup(t, doc, path))
 		}
+	}
+	// The cold path has no target: the field is there, and null.
+	if v := lookup(t, doc, "workloads.d.coldTarget"); v != nil {
+		t.Errorf("workloads.d.coldTarget = %v, want null", v)
+	}
+	// ratio, target and met judge the warm path.
+	if r, w := lookup(t, doc, "workloads.d.ratio"), lookup(t, doc, "workloads.d.warmRatio"); r != w {
+		t.Errorf("workloads.d.ratio = %v, want warmRatio %v", r, w)
 	}
 
 	// Counts the runtime fixes, not timings.
@@ -77,6 +94,9 @@ func TestHarnessReportsEveryField(t *testing.T) {
 		"workloads.c.workers":           "32",
 		"workloads.d.smallEvents":       "102", // started, 50 × 2, suspended
 		"workloads.d.largeEvents":       "1002",
+		"workloads.d.smallSteps":        "50",
+		"workloads.d.largeSteps":        "500",
+		"workloads.d.repetitions":       "2",
 	} {
 		if got := lookup(t, doc, path); got != json.Number(want) {
 			t.Errorf("%s = %v, want %s", path, got, want)

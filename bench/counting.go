@@ -70,3 +70,26 @@ func (s *countingStore) read() counts {
 func (c counts) minus(o counts) counts {
 	return counts{appends: c.appends - o.appends, events: c.events - o.events}
 }
+
+// countingSnapshots decorates a snapshot store and counts the snapshots the
+// runtime loads. A resume that replays loads the latest one first; one
+// answered in place by a sticky park loads none: the count tells workload d
+// which path each resume took.
+type countingSnapshots struct {
+	store.SnapshotStore
+	loads atomic.Int64 // LoadLatest and LoadAt calls
+}
+
+var _ store.SnapshotStore = (*countingSnapshots)(nil)
+
+// LoadLatest counts the call and forwards it.
+func (s *countingSnapshots) LoadLatest(ctx context.Context, executionID string) (store.Snapshot, bool, error) {
+	s.loads.Add(1)
+	return s.SnapshotStore.LoadLatest(ctx, executionID)
+}
+
+// LoadAt counts the call and forwards it.
+func (s *countingSnapshots) LoadAt(ctx context.Context, executionID string, atMost int64) (store.Snapshot, bool, error) {
+	s.loads.Add(1)
+	return s.SnapshotStore.LoadAt(ctx, executionID, atMost)
+}

@@ -19,12 +19,16 @@
 //	   100-rows-per-transaction rows/s; target ≥ 0.4
 //	d  Resume → next park of a parked execution with a large log (100k
 //	   events) against a small one (100), with snapshots; median of several
-//	   repetitions; target ≤ 2
+//	   repetitions. warm: the runtime that parked it answers its sticky
+//	   park in place (StickyParks default); target ≤ 2. cold: a new runtime
+//	   over the reopened SQLite file loads the latest snapshot and replays
+//	   the flow, as a new process would; its ratio is reported, no target
 //
 // Every throughput workload runs on its own fresh SQLite file with the
 // plugin's defaults (event store behind a counting decorator, snapshot
 // store), after a short warm-up. -cpuprofile-dir writes one CPU profile per
-// workload; workload d labels its resumes (pprof -tagfocus phase=resume).
+// workload; workload d labels its resumes (pprof -tagfocus phase=resume,
+// and path=warm or path=cold).
 //
 // Fold throughput and the SQLite append paths have Go benchmarks in their
 // packages (fold, plugins/sqlite); this harness does not repeat them.
@@ -88,7 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&sync, "sync", "full", "SQLite synchronous level of the store and the raw baselines: full or normal")
 	fs.IntVar(&f.resumeSmall, "resume-small", 100, "workload d: events of the small log")
 	fs.IntVar(&f.resumeLarge, "resume-large", 100_000, "workload d: events of the large log")
-	fs.IntVar(&f.resumeReps, "resume-reps", 5, "workload d: measured resumes of each log (the median is reported)")
+	fs.IntVar(&f.resumeReps, "resume-reps", 5, "workload d: measured resumes of each log along each path, warm and cold (the median is reported)")
 	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … d.prof) into this directory")
 	if err := fs.Parse(args); err != nil {
 		return flags{}, err

@@ -99,35 +99,69 @@ type ThroughputReport struct {
 }
 
 // ResumeReport compares the resume latency of a parked execution with a
-// large log to one with a small log, both with snapshots.
+// large log to one with a small log, both with snapshots, along two paths:
+// warm (the runtime that parked it answers its sticky park in place) and
+// cold (a new runtime over the reopened storage loads and replays). Ratio,
+// Target, Comparison and Met judge the warm path; the cold path's ratio is
+// reported without a target.
 type ResumeReport struct {
 	Description string `json:"description"`
 	SmallEvents int64  `json:"smallEvents"`
 	LargeEvents int64  `json:"largeEvents"`
-	Repetitions int    `json:"repetitions"`
-	// SmallMs and LargeMs are the medians of the repetitions; the samples
-	// are listed beside them.
-	SmallMs        float64   `json:"smallMs"`
-	LargeMs        float64   `json:"largeMs"`
-	SmallSamplesMs []float64 `json:"smallSamplesMs"`
-	LargeSamplesMs []float64 `json:"largeSamplesMs"`
-	// ResumeCallMs is the median time the Resume call took (it returns
-	// once the answer is durable: the load, the gate, one commit); the
-	// rest of the latency is the replay up to the next park.
-	SmallResumeCallMs float64 `json:"smallResumeCallMs"`
-	LargeResumeCallMs float64 `json:"largeResumeCallMs"`
-	// SnapshotBytes is the size of the snapshot each resume starts from.
-	SmallSnapshotBytes int `json:"smallSnapshotBytes"`
-	LargeSnapshotBytes int `json:"largeSnapshotBytes"`
+	// SmallSteps and LargeSteps are the steps the probe ran before its
+	// first park: what a cold resume's replay re-issues.
+	SmallSteps  int `json:"smallSteps"`
+	LargeSteps  int `json:"largeSteps"`
+	Repetitions int `json:"repetitions"`
+	// SnapshotBytes is the size of the first park's snapshot as stored
+	// (zstd), SnapshotJSONBytes the same decompressed; a cold resume loads
+	// one of that size (later parks add a few events).
+	SmallSnapshotBytes     int `json:"smallSnapshotBytes"`
+	LargeSnapshotBytes     int `json:"largeSnapshotBytes"`
+	SmallSnapshotJSONBytes int `json:"smallSnapshotJSONBytes"`
+	LargeSnapshotJSONBytes int `json:"largeSnapshotJSONBytes"`
 	// LargeBuildSec is Start → the first park of the large log;
 	// LargeSettleSec how long its periodic snapshots kept being written
 	// after that park (the harness waits for them before measuring).
 	LargeBuildSec  float64 `json:"largeBuildSec"`
 	LargeSettleSec float64 `json:"largeSettleSec"`
-	Ratio          float64 `json:"ratio"`
-	Target         float64 `json:"target"`
-	Comparison     string  `json:"comparison"`
-	Met            bool    `json:"met"`
+
+	// WarmSmallMs and WarmLargeMs are the medians of the warm repetitions
+	// (Resume → next park durable); the samples are listed beside them.
+	// WarmRatio is large/small.
+	WarmSmallMs        float64   `json:"warmSmallMs"`
+	WarmLargeMs        float64   `json:"warmLargeMs"`
+	WarmRatio          float64   `json:"warmRatio"`
+	WarmSmallSamplesMs []float64 `json:"warmSmallSamplesMs"`
+	WarmLargeSamplesMs []float64 `json:"warmLargeSamplesMs"`
+	// ResumeCallMs is the median time the Resume call took: it returns
+	// once the answer is durable. Warm, that is the gate and one commit;
+	// cold, also the snapshot load and the tail. The rest of the latency
+	// is the flow going on (cold: replaying) up to the next park.
+	WarmSmallResumeCallMs float64 `json:"warmSmallResumeCallMs"`
+	WarmLargeResumeCallMs float64 `json:"warmLargeResumeCallMs"`
+
+	// The cold path's figures, as the warm ones. ColdOpenMs is the median
+	// time reopening the storage and building the runtime took, before the
+	// Resume call and outside the latency.
+	ColdSmallMs           float64   `json:"coldSmallMs"`
+	ColdLargeMs           float64   `json:"coldLargeMs"`
+	ColdRatio             float64   `json:"coldRatio"`
+	ColdSmallSamplesMs    []float64 `json:"coldSmallSamplesMs"`
+	ColdLargeSamplesMs    []float64 `json:"coldLargeSamplesMs"`
+	ColdSmallResumeCallMs float64   `json:"coldSmallResumeCallMs"`
+	ColdLargeResumeCallMs float64   `json:"coldLargeResumeCallMs"`
+	ColdSmallOpenMs       float64   `json:"coldSmallOpenMs"`
+	ColdLargeOpenMs       float64   `json:"coldLargeOpenMs"`
+	// ColdTarget is always null: a cold resume replays the flow, so its
+	// cost grows with the steps the log holds, and no target applies.
+	ColdTarget *float64 `json:"coldTarget"`
+
+	// Ratio is WarmRatio, judged against Target.
+	Ratio      float64 `json:"ratio"`
+	Target     float64 `json:"target"`
+	Comparison string  `json:"comparison"`
+	Met        bool    `json:"met"`
 }
 
 // judge sets the baseline (its name, value and samples) and the ratio
