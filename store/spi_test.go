@@ -42,12 +42,14 @@ var pinned = map[string]struct {
 	"SnapshotStore": {SnapshotStoreSPIVersion,
 		[]any{(*SnapshotStore)(nil), (*SnapshotLister)(nil), (*SnapshotPruner)(nil), (*SnapshotDeleter)(nil)}},
 	"BranchRegistry": {BranchRegistrySPIVersion, []any{(*BranchRegistry)(nil)}},
+	"TimerStore":     {TimerStoreSPIVersion, []any{(*TimerStore)(nil)}},
 }
 
 var pinnedDigests = map[string]string{
 	"EventStore@1.0.0":     "6b090377363e44102e4bc1c796c385343b7d0a4e03e93763b0904956285111b9",
 	"SnapshotStore@1.0.0":  "6c167032236d0eb55992c125579cbd78478a2686923f5fcf2f64a339ab9cb451",
 	"BranchRegistry@1.0.0": "eee6c3487f9a0783d92a0b204c99dfc44d3ae5e02506dd27d0f1c855f7cd95b9",
+	"TimerStore@1.0.0":     "f9fec18017e3e1a1de729dcee188b5be7888a8e21899a7af9ff8cfdb3ae4bd10",
 }
 
 func TestSPIVersionsPinMethodSets(t *testing.T) {
