@@ -9,9 +9,10 @@ const KernelABIVersion = "1.3.0"
 // KernelSyscalls lists the syscalls *Context implements, in the spec's
 // order. A syscall is available iff it is listed here; the wire handshake
 // advertises this list next to KernelABIVersion, so clients feature-detect
-// against it. ABI 1.3.0 also reserves sleep, sleepUntil, receive, select and
-// continueAsNew (durable time and messages); each joins the list when it
-// lands. ui left the kernel (ADR 0114).
+// against it. receive, select and continueAsNew are reserved by 1.3.0 and
+// each works only behind its kernel.features flag (Config.Features). ui left
+// the kernel (ADR 0114).
 var KernelSyscalls = []string{
-	"execute", "run", "decide", "parallel", "suspend", "emit", "stream", "negotiateBudget",
+	"execute", "run", "decide", "parallel", "suspend", "sleep", "sleepUntil",
+	"emit", "stream", "negotiateBudget", "continueAsNew", "receive", "select",
 }

@@ -23,6 +23,17 @@ type Config struct {
 	Snapshots store.SnapshotStore
 	// Branches, when set, backs Promote.
 	Branches store.BranchRegistry
+	// Timers, when set, makes every timed wait durable: a poller fires it
+	// through the resume path, across restarts (T1). Without it a timed wait
+	// is never woken by the runtime.
+	Timers store.TimerStore
+	// TimerPoll is how often the background poller looks for due timers
+	// (default 1s; negative: no background poller, call FireDueTimers).
+	TimerPoll time.Duration
+	// TimerWorkers bounds the timers fired concurrently (default 32).
+	TimerWorkers int
+	// Features turns on the kernel.features the spec keeps off by default.
+	Features Features
 	// Flows are registered by id; a flow id appears once (static wiring, P5).
 	Flows []*Flow
 	// SnapshotEvery is N in "a snapshot every N events" (default 1000 when
@@ -50,6 +61,19 @@ type Config struct {
 	NewID func() string
 	// Logger receives divergence warnings and recovery notes (default: none).
 	Logger *slog.Logger
+}
+
+// Features are the kernel.features flags (spec §2, ADRs 0109, 0110, 0112).
+// Each is off by default, and off, the kernel's behaviour and logs are
+// byte-identical to a kernel without it.
+type Features struct {
+	// Inbox enables Runtime.Send and the receive and select syscalls.
+	Inbox bool
+	// ContinueAsNew enables the continueAsNew syscall.
+	ContinueAsNew bool
+	// Scopes records each Parallel block's outcome as a kernel-stamped
+	// PARALLEL_COMPLETED (structured concurrency, ADR 0112).
+	Scopes bool
 }
 
 // Durability says when a step's outcome is durable.
@@ -141,5 +165,11 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TimerPoll == 0 {
+		c.TimerPoll = time.Second
+	}
+	if c.TimerWorkers <= 0 {
+		c.TimerWorkers = 32
 	}
 }

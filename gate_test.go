@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -82,8 +83,13 @@ func TestSpec5_TimerFiredOnlyWhereTheRecordedWakeAtAllows(t *testing.T) {
 	h := newHarnessWith(t, loom.Config{Clock: clock}, gatedFlow(), untimed)
 	timedID := parked(t, h)
 	before := len(h.log(timedID))
-	timer := loom.ResumeEvent{EventType: event.TimerFired, Payload: json.RawMessage(`{}`)}
+	st, _ := h.rt.LoadState(h.ctx(), timedID)
+	wakeAt := *st.Variables.SuspendedOn.WakeAt
+	timer := loom.ResumeEvent{EventType: event.TimerFired, Payload: json.RawMessage(fmt.Sprintf(`{"wakeAt":%d}`, wakeAt))}
 	refused(t, h, timedID, before, h.rt.Resume(h.ctx(), timedID, timer), loom.RefusedTimerNotDue)
+	clock.advance(2 * time.Hour)
+	wrong := loom.ResumeEvent{EventType: event.TimerFired, Payload: json.RawMessage(fmt.Sprintf(`{"wakeAt":%d}`, wakeAt-1))}
+	refused(t, h, timedID, before, h.rt.Resume(h.ctx(), timedID, wrong), loom.RefusedTimerNotDue)
 
 	untimedID, err := h.rt.Start(h.ctx(), "untimed", nil)
 	if err != nil {
@@ -92,7 +98,6 @@ func TestSpec5_TimerFiredOnlyWhereTheRecordedWakeAtAllows(t *testing.T) {
 	if _, err := h.rt.WaitForSuspend(h.ctx(), untimedID); err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(2 * time.Hour)
 	n := len(h.log(untimedID))
 	refused(t, h, untimedID, n, h.rt.Resume(h.ctx(), untimedID, timer), loom.RefusedTimerNotDue)
 

@@ -115,9 +115,10 @@ func (rt *Runtime) recordDenial(ctx context.Context, id, action, reason string) 
 
 // Recover re-drives every execution a stopped process left running: each
 // gets EXECUTION_RECOVERED (never EXECUTION_RESUMED) and replays from its
-// log, so completed steps are served and only unfinished work runs. It
-// returns how many executions it re-drove. Executions this process drives
-// are skipped.
+// log, so completed steps are served and only unfinished work runs. It also
+// starts the successor of a continued execution whose process stopped
+// before it could. It returns how many executions it re-drove or started.
+// Executions this process drives are skipped.
 func (rt *Runtime) Recover(ctx context.Context) (int, error) {
 	n, after := 0, ""
 	for {
@@ -135,6 +136,12 @@ func (rt *Runtime) Recover(ctx context.Context) (int, error) {
 			l, err := rt.load(ctx, info.ExecutionID)
 			if err != nil {
 				return n, err
+			}
+			if started, err := rt.recoverSuccessor(ctx, info.ExecutionID, rt.flows[info.WorkflowID], l.state); err != nil {
+				return n, err
+			} else if started {
+				n++
+				continue
 			}
 			if s := l.state.Status; s != fold.StatusRunning && s != fold.StatusPending {
 				continue

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
 )
 
 // Parallel runs branches as goroutines under structured concurrency: it
@@ -20,6 +23,10 @@ import (
 func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
 	c.checkpoint()
 	r := c.run
+	var scopeID string
+	if r.rt.cfg.Features.Scopes {
+		scopeID = c.implicitID("scope")
+	}
 	sctx, cancel := context.WithCancel(c.scope.ctx)
 	defer cancel()
 	sc := &scope{parent: c.scope, ctx: sctx, cancel: cancel}
@@ -54,12 +61,36 @@ func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
 	if rootBlock {
 		r.endBlock(block)
 	}
+	var failed error
+	nFailed := 0
 	for _, err := range errs {
 		if err != nil {
-			return err
+			nFailed++
+			if failed == nil {
+				failed = err
+			}
 		}
 	}
-	return nil
+	if r.rt.cfg.Features.Scopes {
+		c.recordScope(scopeID, len(branches), nFailed)
+	}
+	return failed
+}
+
+// recordScope records a finished Parallel block as a kernel-stamped
+// PARALLEL_COMPLETED, once per execution (a replay finds it in _scopes).
+func (c *Context) recordScope(id string, branches, failed int) {
+	var done bool
+	c.state(func(s *fold.State) { _, done = s.Variables.Scopes[id] })
+	if done {
+		return
+	}
+	status := "completed"
+	if failed > 0 {
+		status = "failed"
+	}
+	c.run.commit(event.ParallelCompleted,
+		map[string]any{"scopeId": id, "status": status, "branches": branches, "failed": failed}, kernelStamp())
 }
 
 // Parallel is the typed form of Context.Parallel: each branch returns a

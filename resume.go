@@ -59,6 +59,12 @@ func (rt *Runtime) Resume(ctx context.Context, id string, ev ResumeEvent, opts .
 	if err != nil {
 		return err
 	}
+	return rt.resume(ctx, id, ev, principal, o)
+}
+
+// resume is Resume past identity: the kernel's own resumes (a timer) start
+// here, since no caller stands behind them.
+func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, principal json.RawMessage, o resumeOptions) error {
 	if ev.EventType != event.ExecutionRecovered {
 		if handled, err := rt.resumeSticky(ctx, id, ev, principal, o.simulate); handled {
 			return err
@@ -71,20 +77,14 @@ func (rt *Runtime) Resume(ctx context.Context, id string, ev ResumeEvent, opts .
 	if ev.EventType == event.ExecutionRecovered {
 		return rt.redrive(x, l, o.simulate || forkSimulated(l.state))
 	}
-	payload, err := rt.admit(id, l.state, x.flow, ev)
+	a, err := rt.admit(id, l.state, x.flow, ev)
 	if err != nil {
 		rt.release(x)
 		return err
 	}
 	j := rt.newJournal(id, l.workflowID, l.state)
 	j.meta = driveMeta(l.state, o.simulate)
-	if principal != nil {
-		if _, err := j.commit(event.ApprovalGranted, map[string]any{"principal": principal, "gate": ev.EventType}, nil); err != nil {
-			rt.release(x)
-			return err
-		}
-	}
-	if _, err := j.commit(event.ExecutionResumed, map[string]any{"eventType": ev.EventType, "payload": payload}, nil); err != nil {
+	if err := commitAll(j, answerEvents(ev, principal, a)); err != nil {
 		rt.release(x)
 		return err
 	}
@@ -92,6 +92,7 @@ func (rt *Runtime) Resume(ctx context.Context, id string, ev ResumeEvent, opts .
 		rt.release(x)
 		return err
 	}
+	rt.afterAnswer(ctx, id, l.state, ev)
 	rt.drive(x, j, o.simulate || forkSimulated(l.state))
 	return nil
 }

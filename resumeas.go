@@ -52,13 +52,14 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 		}
 		target = f
 	}
-	var principal, payload json.RawMessage
+	var principal json.RawMessage
+	var a admission
 	parked := l.state.Status == fold.StatusSuspended
 	if parked {
 		if principal, err = rt.authenticate(ctx, id, ev); err != nil {
 			return fail(err)
 		}
-		if payload, err = rt.admit(id, l.state, target, ev); err != nil {
+		if a, err = rt.admit(id, l.state, target, ev); err != nil {
 			return fail(err)
 		}
 	}
@@ -72,23 +73,18 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 	j.meta = driveMeta(l.state, o.simulate)
 	var commits []pendingEvent
 	if migration != nil {
-		commits = append(commits, pendingEvent{event.ExecutionMigrated, migration})
+		commits = append(commits, pendingEvent{typ: event.ExecutionMigrated, payload: migration})
 	}
 	switch {
 	case parked:
-		if principal != nil {
-			commits = append(commits, pendingEvent{event.ApprovalGranted, map[string]any{"principal": principal, "gate": ev.EventType}})
-		}
-		commits = append(commits, pendingEvent{event.ExecutionResumed, map[string]any{"eventType": ev.EventType, "payload": payload}})
+		commits = append(commits, answerEvents(ev, principal, a)...)
 	case l.state.Status.Terminal():
-		commits = append(commits, pendingEvent{event.ExecutionResumed, nil})
+		commits = append(commits, pendingEvent{typ: event.ExecutionResumed})
 	default:
-		commits = append(commits, pendingEvent{event.ExecutionRecovered, map[string]any{"reason": "resumeAs"}})
+		commits = append(commits, pendingEvent{typ: event.ExecutionRecovered, payload: map[string]any{"reason": "resumeAs"}})
 	}
-	for _, c := range commits {
-		if _, err := j.commit(c.typ, c.payload, nil); err != nil {
-			return fail(err)
-		}
+	if err := commitAll(j, commits); err != nil {
+		return fail(err)
 	}
 	if err := j.barrier(ctx); err != nil {
 		return fail(err)
@@ -101,6 +97,7 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 type pendingEvent struct {
 	typ     string
 	payload any
+	meta    map[string]json.RawMessage
 }
 
 // migration builds EXECUTION_MIGRATED when the flow or the input changes.

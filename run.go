@@ -34,7 +34,8 @@ type run struct {
 	inFlight    int  // effects and deciders executing now
 	unserved    bool // an earlier step/decider ended in an outcome replay does not serve
 	div         *divergence
-	snapshotAt  int64 // sequence of the last park snapshot this run saved, -1 if none
+	snapshotAt  int64      // sequence of the last park snapshot this run saved, -1 if none
+	successor   *successor // set by ContinueAsNew: the execution to start next
 }
 
 // scope is a Parallel block's stop signal and context; the run's root scope
@@ -150,6 +151,8 @@ func (r *run) execute(input json.RawMessage) outcome {
 		return outcome{err: abortErr}
 	case cancelled:
 		return outcome{status: fold.StatusCancelled}
+	case r.successor != nil:
+		return outcome{status: fold.StatusContinued}
 	case parked:
 		if e := r.j.barrier(context.Background()); e != nil {
 			return outcome{err: e}

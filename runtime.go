@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/loom-kernel/loom/event"
@@ -29,6 +30,9 @@ type Runtime struct {
 	live        map[string]*execution // executions claimed by this process
 	sticky      map[string]*stickyPark
 	stickyOrder *list.List // sticky park ids, oldest first
+
+	timerHandlers map[string]TimerHandler
+	streams       streamLengths // inbox stream lengths this process knows
 }
 
 // execution is an execution claimed by this process: at most one drive (or
@@ -62,6 +66,10 @@ func New(cfg Config) (*Runtime, error) {
 		rt.flows[f.ID] = f
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	if cfg.Timers != nil && cfg.TimerPoll > 0 {
+		rt.wg.Add(1)
+		go rt.pollTimers()
+	}
 	return rt, nil
 }
 
@@ -149,6 +157,9 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 	if err := event.ValidateID("execution id", id); err != nil {
 		return "", err
 	}
+	if strings.HasPrefix(id, "__loom_") {
+		return "", fmt.Errorf("loom: execution id %q: ids starting with __loom_ are reserved", id)
+	}
 	in, err := marshalPayload(input)
 	if err != nil {
 		return "", fmt.Errorf("loom: encoding input: %w", err)
@@ -156,34 +167,42 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 	if err := rt.authorize(ctx, "start", id, flowID, false); err != nil {
 		return "", err
 	}
-	x, err := rt.claim(id, flow)
-	if errors.Is(err, errBusy) {
-		return "", fmt.Errorf("%w: %q", ErrExecutionExists, id)
-	}
-	if err != nil {
-		return "", err
-	}
-	j := rt.newJournal(id, flowID, fold.Initial())
-	started := map[string]any{"input": orNull(in), "flowHash": flow.flowHash()}
-	if flow.CodeFingerprint != "" {
-		started["codeHash"] = flow.CodeFingerprint
-	}
+	started := map[string]any{"input": orNull(in)}
 	if p := principalOf(ctx); p != nil {
 		started["principal"] = p
 	}
+	return id, rt.start(ctx, flow, id, started)
+}
+
+// start records EXECUTION_STARTED (started, plus the flow's pins) durably
+// under id and drives the flow. A log that already exists is refused with
+// ErrExecutionExists before anything runs.
+func (rt *Runtime) start(ctx context.Context, flow *Flow, id string, started map[string]any) error {
+	x, err := rt.claim(id, flow)
+	if errors.Is(err, errBusy) {
+		return fmt.Errorf("%w: %q", ErrExecutionExists, id)
+	}
+	if err != nil {
+		return err
+	}
+	started["flowHash"] = flow.flowHash()
+	if flow.CodeFingerprint != "" {
+		started["codeHash"] = flow.CodeFingerprint
+	}
+	j := rt.newJournal(id, flow.ID, fold.Initial())
 	if _, err := j.commit(event.ExecutionStarted, started, nil); err != nil {
 		rt.release(x)
-		return "", err
+		return err
 	}
 	if err := j.barrier(ctx); err != nil {
 		rt.release(x)
 		if errors.Is(err, store.ErrSequenceConflict) {
-			return "", fmt.Errorf("%w: %q", ErrExecutionExists, id)
+			return fmt.Errorf("%w: %q", ErrExecutionExists, id)
 		}
-		return "", err
+		return err
 	}
 	rt.drive(x, j, false)
-	return id, nil
+	return nil
 }
 
 func (rt *Runtime) newJournal(id, workflowID string, st fold.State) *journal {
@@ -231,6 +250,9 @@ func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
 		x.final, x.settled = j.state(), true
 		if o.status == fold.StatusSuspended && x.final.Sequence != r.snapshotAt {
 			rt.saveSnapshot(x.id, x.final)
+		}
+		if o.status == fold.StatusContinued {
+			rt.startSuccessor(rt.ctx, x.id, x.flow, r.successor)
 		}
 	}()
 }

@@ -7,7 +7,6 @@ import (
 	"runtime"
 
 	"github.com/loom-kernel/loom/event"
-	"github.com/loom-kernel/loom/fold"
 )
 
 // Sticky parks. A flow that parks at a gate from its root goroutine (no
@@ -95,8 +94,9 @@ func (rt *Runtime) evictSticky(ctx context.Context, id string) error {
 }
 
 // parkSticky records the park like park does, then blocks until a Resume
-// answers it in place (returning the answer) or it is evicted (unwinding).
-func (r *run) parkSticky(c *Context, p suspendPayload) json.RawMessage {
+// (or a message delivery) answers it in place — the answer is then in the
+// folded state — or it is evicted, and unwinds.
+func (r *run) parkSticky(p suspendPayload) {
 	r.mu.Lock()
 	if r.parked || r.cancelled || r.abortErr != nil {
 		r.mu.Unlock()
@@ -106,11 +106,23 @@ func (r *run) parkSticky(c *Context, p suspendPayload) json.RawMessage {
 	r.parked = true
 	r.mu.Unlock()
 	sp := r.rt.registerSticky(r)
+	r.armTimer(p)
 	r.commit(event.ExecutionSuspended, p, nil)
 	r.barrier()
 	st := r.j.state()
 	r.rt.saveSnapshot(r.x.id, st)
 	r.snapshotAt = st.Sequence
+	// A message sent between the flow's look at its inbox and this park
+	// found nobody parked: deliver it now.
+	if r.rt.takeStickyIf(sp) {
+		if r.deliverPending(st) {
+			r.mu.Lock()
+			r.parked = false
+			r.mu.Unlock()
+			return
+		}
+		r.rt.reregisterSticky(sp)
+	}
 	var answered bool
 	select {
 	case answered = <-sp.wake:
@@ -123,17 +135,7 @@ func (r *run) parkSticky(c *Context, p suspendPayload) json.RawMessage {
 	}
 	r.mu.Lock()
 	r.parked = false
-	idx := r.gates
-	r.gates++
-	r.segmentLive = false
 	r.mu.Unlock()
-	var answer json.RawMessage
-	c.state(func(s *fold.State) {
-		if idx < len(s.Variables.ResumePayloads) {
-			answer = s.Variables.ResumePayloads[idx].Payload
-		}
-	})
-	return answer
 }
 
 // resumeSticky answers a sticky park in place. handled is false when there
@@ -161,25 +163,32 @@ func (rt *Runtime) resumeSticky(ctx context.Context, id string, ev ResumeEvent, 
 	if tail, err := rt.cfg.Events.ReadFrom(ctx, id, st.Sequence+1); err != nil || len(tail) > 0 {
 		return evict()
 	}
-	payload, err := rt.admit(id, st, r.flow, ev)
+	ans, err := rt.admit(id, st, r.flow, ev)
 	if err != nil {
 		rt.reregisterSticky(sp) // refused: the park stays as it was
 		return true, err
 	}
-	if principal != nil {
-		if _, err := r.j.commit(event.ApprovalGranted, map[string]any{"principal": principal, "gate": ev.EventType}, nil); err != nil {
-			return evict()
-		}
-	}
-	if _, err := r.j.commit(event.ExecutionResumed, map[string]any{"eventType": ev.EventType, "payload": payload}, nil); err != nil {
+	if err := commitAll(r.j, answerEvents(ev, principal, ans)); err != nil {
 		return evict()
 	}
 	if err := r.j.barrier(ctx); err != nil {
 		sp.wake <- false
 		return true, err
 	}
+	rt.afterAnswer(ctx, id, st, ev)
 	sp.wake <- true
 	return true, nil
+}
+
+// takeStickyIf takes sp out of the registry if it is still there.
+func (rt *Runtime) takeStickyIf(sp *stickyPark) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sticky[sp.r.x.id] != sp {
+		return false
+	}
+	rt.dropStickyLocked(sp)
+	return true
 }
 
 // reregisterSticky puts back a park a refused resume took.

@@ -12,74 +12,107 @@ import (
 )
 
 // SuspendOption configures Suspend.
-type SuspendOption func(*suspendPayload)
+type SuspendOption func(*suspendOptions)
 
-// Timeout bounds the wait: the park records wakeAt = now + d, so a timer
-// (TIMER_FIRED) may answer the gate instead of its resume (spec §5).
+type suspendOptions struct {
+	timeout        *time.Duration
+	correlationKey string
+}
+
+// Timeout bounds the wait: the park records wakeAt = now + d (now a
+// recorded decision), so a timer (TIMER_FIRED) may answer the gate instead
+// of its resume (spec §5).
 func Timeout(d time.Duration) SuspendOption {
-	return func(p *suspendPayload) { ms := d.Milliseconds(); p.TimeoutMs = &ms }
+	return func(o *suspendOptions) { o.timeout = &d }
 }
 
 // CorrelationKey attaches a business key for an external dispatcher;
 // nothing in the runtime routes by it.
 func CorrelationKey(k string) SuspendOption {
-	return func(p *suspendPayload) { p.CorrelationKey = k }
+	return func(o *suspendOptions) { o.correlationKey = k }
 }
 
 // suspendPayload is EXECUTION_SUSPENDED's payload (docs/events.md).
 type suspendPayload struct {
-	On             string `json:"on"`
-	WakeAt         *int64 `json:"wakeAt,omitempty"`
-	TimeoutMs      *int64 `json:"timeoutMs,omitempty"`
-	CorrelationKey string `json:"correlationKey,omitempty"`
-	StepID         string `json:"stepId,omitempty"`
-	Attempt        *int64 `json:"attempt,omitempty"`
-	Reason         string `json:"reason,omitempty"`
+	On             string     `json:"on"`
+	WakeAt         *int64     `json:"wakeAt,omitempty"`
+	TimeoutMs      *int64     `json:"timeoutMs,omitempty"`
+	CorrelationKey string     `json:"correlationKey,omitempty"`
+	StepID         string     `json:"stepId,omitempty"`
+	Attempt        *int64     `json:"attempt,omitempty"`
+	Reason         string     `json:"reason,omitempty"`
+	Waits          []waitSpec `json:"waits,omitempty"`
 }
 
 // Suspend parks the execution on gate until a resume addressed to it (spec
 // §5). On replay the gates a run passes are answered in order from the
 // recorded resumes (_resumePayloads); the first gate without an answer parks:
-// EXECUTION_SUSPENDED is made durable, a snapshot taken, and the calling
-// goroutine unwound with runtime.Goexit, which deferred calls see but
-// recover cannot stop. The caller of Start or Resume observes a suspended
-// execution; a later Resume re-runs the flow and Suspend returns the answer.
+// EXECUTION_SUSPENDED is made durable and a snapshot taken. A park from the
+// flow's root goroutine then waits in memory (a sticky park) for a Resume in
+// this process; any other park unwinds the calling goroutine with
+// runtime.Goexit, which deferred calls see but recover cannot stop, and the
+// next Resume re-runs the flow. Either way Suspend returns the answer.
 func (c *Context) Suspend(gate string, opts ...SuspendOption) (json.RawMessage, error) {
 	c.checkpoint()
 	if err := validateGate(gate); err != nil {
 		return nil, err
 	}
+	var o suspendOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	p := suspendPayload{On: gate, CorrelationKey: o.correlationKey}
+	if o.timeout != nil {
+		// The deadline is read (a recorded decision) whether or not the gate
+		// is already answered, so every run mints the same decision ids.
+		ms := o.timeout.Milliseconds()
+		wake := c.recordedNow() + ms
+		p.TimeoutMs, p.WakeAt = &ms, &wake
+	}
+	return c.gateWait(p)
+}
+
+// gateWait parks until the next positional answer exists and returns it.
+func (c *Context) gateWait(p suspendPayload) (json.RawMessage, error) {
+	for {
+		if answer, ok := c.servePositional(); ok {
+			return answer, nil
+		}
+		c.wait(p)
+	}
+}
+
+// servePositional returns the next recorded gate answer of this run, if
+// the log holds one, and consumes it.
+func (c *Context) servePositional() (json.RawMessage, bool) {
 	r := c.run
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	idx := r.gates
-	var answer *fold.ResumeEntry
+	var answer json.RawMessage
+	found := false
 	c.state(func(s *fold.State) {
 		if idx < len(s.Variables.ResumePayloads) {
-			e := s.Variables.ResumePayloads[idx]
-			answer = &e
+			answer, found = s.Variables.ResumePayloads[idx].Payload, true
 		}
 	})
-	if answer != nil {
+	if found {
 		r.gates++
 		r.segmentLive = false
-		r.mu.Unlock()
-		return answer.Payload, nil
 	}
-	r.mu.Unlock()
-	p := suspendPayload{On: gate}
-	for _, o := range opts {
-		o(&p)
-	}
-	if p.TimeoutMs != nil {
-		wake := r.rt.cfg.Clock.Now().UnixMilli() + *p.TimeoutMs
-		p.WakeAt = &wake
-	}
+	return answer, found
+}
+
+// wait parks on p. From the root goroutine the park is sticky and wait
+// returns once it is answered (the answer is then in the folded state);
+// otherwise it unwinds.
+func (c *Context) wait(p suspendPayload) {
+	r := c.run
 	if c.branch == "" && r.rt.stickyCap() > 0 {
-		// No branch is alive at the root: the flow can wait in place.
-		return r.parkSticky(c, p), nil
+		r.parkSticky(p)
+		return
 	}
 	r.park(p)
-	return nil, nil // unreachable: park unwinds
 }
 
 // Suspend is the typed form of Context.Suspend: the gate's answer decoded
@@ -119,6 +152,7 @@ func (r *run) park(p suspendPayload) {
 	r.mu.Unlock()
 	r.root.stop.Store(true)
 	if first {
+		r.armTimer(p)
 		r.commit(event.ExecutionSuspended, p, nil)
 		r.barrier()
 	}

@@ -146,7 +146,8 @@ type resumedPayload struct {
 // suspend point: the execution was not parked (1.20.0), was parked on a
 // reserved gate (in doubt, diverged), or a step failed while it was parked
 // (_failedWhileParked, 1.21.0) — then it is status-only. A kernel-stamped
-// resume with a waitId answers that Wave 2 wait instead.
+// resume with a waitId answers that Wave 2 wait instead, unless the wait
+// already has its answer.
 func onExecutionResumed(f *Folder, e event.Envelope) {
 	var p resumedPayload
 	if !isNull(e.Payload) && !decode(e, &p) {
@@ -163,7 +164,11 @@ func onExecutionResumed(f *Folder, e event.Envelope) {
 	switch {
 	case statusOnly:
 	case waitAddressed:
-		f.waitAnswers()[p.WaitID] = WaitAnswer{EventType: p.EventType, Payload: orNull(p.Payload), Seq: e.Sequence}
+		// A wait is answered once: the first answer stays (a message's
+		// MESSAGE_CONSUMED precedes the resume that wakes the execution).
+		if _, done := f.s.Variables.WaitAnswers[p.WaitID]; !done {
+			f.waitAnswers()[p.WaitID] = WaitAnswer{EventType: p.EventType, Payload: orNull(p.Payload), Seq: e.Sequence}
+		}
 	default:
 		v.ResumePayloads = appendOwned(v.ResumePayloads, &f.own.resume,
 			ResumeEntry{EventType: p.EventType, Payload: orNull(p.Payload), Seq: e.Sequence})

@@ -30,7 +30,7 @@ func onMessageConsumed(f *Folder, e event.Envelope) {
 	cur.LastMessageID = p.MessageID
 	cur.Seq = e.Sequence
 	f.inbox()[p.Topic] = cur
-	if p.WaitID != "" {
+	if _, done := f.s.Variables.WaitAnswers[p.WaitID]; p.WaitID != "" && !done {
 		f.waitAnswers()[p.WaitID] = WaitAnswer{Topic: p.Topic, MessageID: p.MessageID,
 			Payload: present(p.Payload), Seq: e.Sequence}
 	}

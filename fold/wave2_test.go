@@ -155,3 +155,16 @@ func TestSchema1_23_ForkMetadataFoldsOnlyFromKernelStamps(t *testing.T) {
 		t.Fatalf("fork metadata = %s %s", s.Variables.ForkChain, s.Variables.ForkedBy)
 	}
 }
+
+func TestSchema1_23_AWaitIsAnsweredOnce(t *testing.T) {
+	s := newLog().started().
+		add(event.ExecutionSuspended, `{"on":"__loom_select__","waits":[{"waitId":"w","kind":"message","topic":"t"}]}`).
+		kernel(event.MessageConsumed, `{"topic":"t","messageId":"m1","waitId":"w","payload":{"n":1}}`).
+		kernel(event.ExecutionResumed, `{"eventType":"__loom_message__","waitId":"w"}`).fold()
+	if a := s.Variables.WaitAnswers["w"]; string(a.Payload) != `{"n":1}` || a.MessageID != "m1" {
+		t.Fatalf("answer %+v", a)
+	}
+	if len(s.Variables.ResumePayloads) != 0 || s.Status != StatusRunning {
+		t.Fatalf("state %+v", s.Variables.ResumePayloads)
+	}
+}

@@ -1,0 +1,110 @@
+package loom
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strconv"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+)
+
+// Continue-as-new (ADR 0109, kernel.features.continueAsNew) bounds a
+// perpetual flow's history: the execution ends in status continued and a
+// successor starts with a new log, the given input, and a carry of its
+// accumulators (resources, inbox cursors) — the chain shares one inbox.
+
+// successor is what EXECUTION_CONTINUED hands over.
+type successor struct {
+	ID    string          `json:"nextExecutionId"`
+	Input json.RawMessage `json:"input"`
+	Chain chainLink       `json:"chain"`
+	Carry json.RawMessage `json:"carry,omitempty"`
+}
+
+type chainLink struct {
+	ID    string `json:"id"`
+	Index int    `json:"index"`
+}
+
+// ContinueAsNew ends this execution (EXECUTION_CONTINUED, durable) and
+// starts its successor "<chain>~<n>" with input; it does not return on
+// success. Call it from the flow's root goroutine.
+func (c *Context) ContinueAsNew(input any) error {
+	c.checkpoint()
+	r := c.run
+	if !r.rt.cfg.Features.ContinueAsNew {
+		return fmt.Errorf("%w: continueAsNew needs Features.ContinueAsNew", ErrFeatureDisabled)
+	}
+	if c.branch != "" {
+		return fmt.Errorf("loom: continueAsNew is called from the flow's root goroutine, not a Parallel branch")
+	}
+	in, err := marshalPayload(input)
+	if err != nil {
+		return fmt.Errorf("loom: continueAsNew input: %w", err)
+	}
+	st := r.j.state()
+	link := chainLink{ID: chainOf(r.x.id, st), Index: chainIndex(st) + 1}
+	carry, err := json.Marshal(map[string]any{"resources": st.Variables.Resources, "inbox": st.Variables.Inbox})
+	if err != nil {
+		return err
+	}
+	next := &successor{ID: link.ID + "~" + strconv.Itoa(link.Index), Input: orNull(in), Chain: link, Carry: carry}
+	r.mu.Lock()
+	r.successor = next
+	r.mu.Unlock()
+	r.root.stop.Store(true)
+	if _, err := r.j.commitTerminal(event.ExecutionContinued, next, kernelStamp()); err != nil {
+		r.abort(err)
+	}
+	r.barrier()
+	runtime.Goexit()
+	return nil
+}
+
+func chainIndex(st fold.State) int {
+	var link chainLink
+	if len(st.Variables.Chain) > 0 {
+		_ = json.Unmarshal(st.Variables.Chain, &link)
+	}
+	return link.Index
+}
+
+// startSuccessor starts the execution a continued one handed over to; a
+// successor that already exists (started by another process, or before a
+// crash) is left alone.
+func (rt *Runtime) startSuccessor(ctx context.Context, from string, flow *Flow, s *successor) {
+	started := map[string]any{"input": s.Input, "chain": s.Chain}
+	if len(s.Carry) > 0 {
+		started["carry"] = s.Carry
+	}
+	if err := rt.start(ctx, flow, s.ID, started); err != nil && ctx.Err() == nil {
+		rt.cfg.Logger.Warn("loom: successor not started; Recover starts it", "execution", from, "next", s.ID, "error", err)
+	}
+}
+
+// recoverSuccessor starts the successor of a continued execution whose
+// process stopped before it could.
+func (rt *Runtime) recoverSuccessor(ctx context.Context, id string, flow *Flow, st fold.State) (bool, error) {
+	next := st.Variables.ContinuedTo
+	if st.Status != fold.StatusContinued || next == "" {
+		return false, nil
+	}
+	head, err := store.ReadRange(ctx, rt.cfg.Events, next, 0, 1)
+	if err != nil || len(head) > 0 {
+		return false, err
+	}
+	last, err := store.ReadRange(ctx, rt.cfg.Events, id, st.Sequence, st.Sequence+1)
+	if err != nil || len(last) == 0 || last[0].Type != event.ExecutionContinued {
+		return false, err
+	}
+	var s successor
+	if err := json.Unmarshal(last[0].Payload, &s); err != nil {
+		return false, err
+	}
+	rt.startSuccessor(ctx, id, flow, &s)
+	return true, nil
+}

@@ -1,0 +1,246 @@
+package loom
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+)
+
+// The durable inbox (ADR 0110, kernel.features.inbox). A message is
+// appended to a reserved stream of the EventStore, one per (chain, topic),
+// before Send returns; the receiving execution records MESSAGE_CONSUMED when
+// it takes one, and its _inbox cursor is the position of the next message
+// in that stream. So messages are delivered in order and exactly once across
+// restarts: consumption is part of the execution's own log, and the stream
+// is never rewritten. A chain (continue-as-new) shares its streams.
+
+// messageType is the event type of a message in an inbox stream.
+const messageType = "__loom_message__"
+
+// MaxMessageBytes caps a message payload.
+const MaxMessageBytes = 1 << 20
+
+// streamID names the inbox stream of topic for chain: length-prefixed, so
+// no pair of (chain, topic) collides.
+func streamID(chain, topic string) string {
+	return "__loom_inbox__:" + strconv.Itoa(len(chain)) + ":" + chain + ":" + topic
+}
+
+// chainOf is the id an execution's inbox streams are keyed by: its chain's
+// first execution.
+func chainOf(id string, st fold.State) string {
+	var chain struct {
+		ID string `json:"id"`
+	}
+	if len(st.Variables.Chain) > 0 && json.Unmarshal(st.Variables.Chain, &chain) == nil && chain.ID != "" {
+		return chain.ID
+	}
+	return id
+}
+
+// message is one inbox message.
+type message struct {
+	ID      string
+	Seq     int64 // position in its topic stream
+	Payload json.RawMessage
+}
+
+// nextMessage returns the message at the execution's cursor on topic, if
+// one was sent.
+func (rt *Runtime) nextMessage(ctx context.Context, id string, st fold.State, topic string) (message, bool, error) {
+	at := st.Variables.Inbox[topic].Consumed
+	evs, err := store.ReadRange(ctx, rt.cfg.Events, streamID(chainOf(id, st), topic), at, at+1)
+	if err != nil || len(evs) == 0 {
+		return message{}, false, err
+	}
+	return message{ID: evs[0].ID, Seq: evs[0].Sequence, Payload: evs[0].PayloadOrNull()}, true, nil
+}
+
+func consumedPayload(w waitSpec, m message) map[string]any {
+	return map[string]any{"topic": w.Topic, "messageId": m.ID, "position": m.Seq, "waitId": w.WaitID, "payload": m.Payload}
+}
+
+// SendRefusedError refuses a message: the execution ended, or does not
+// exist. Nothing was appended.
+type SendRefusedError struct {
+	ExecutionID string
+	Reason      string
+}
+
+func (e *SendRefusedError) Error() string {
+	return "loom: message to " + strconv.Quote(e.ExecutionID) + " refused: " + e.Reason
+}
+
+// Send appends payload to the inbox topic of an execution and returns once
+// it is durable; a parked execution waiting on topic is then woken. A
+// message to an execution that continued as new goes to its chain's live
+// head; one to an ended execution is refused. With an Authorizer it is a
+// "send".
+func (rt *Runtime) Send(ctx context.Context, id, topic string, payload any) error {
+	if !rt.cfg.Features.Inbox {
+		return fmt.Errorf("%w: Send needs Features.Inbox", ErrFeatureDisabled)
+	}
+	if err := event.ValidateID("execution id", id); err != nil {
+		return err
+	}
+	if err := event.ValidateID("topic", topic); err != nil {
+		return err
+	}
+	raw, err := marshalPayload(payload)
+	if err != nil {
+		return fmt.Errorf("loom: message payload: %w", err)
+	}
+	if len(raw) > MaxMessageBytes {
+		return &event.PayloadTooLargeError{Field: "message", Size: len(raw), Limit: MaxMessageBytes}
+	}
+	if err := rt.authorize(ctx, "send", id, "", true); err != nil {
+		return err
+	}
+	head, st, err := rt.chainHead(ctx, id)
+	if err != nil {
+		return err
+	}
+	stream := streamID(chainOf(head, st), topic)
+	env := event.Envelope{ID: rt.cfg.NewID(), WorkflowID: "__loom_inbox__", ExecutionID: stream, Type: messageType,
+		Timestamp: rt.cfg.Clock.Now().UnixMilli(), Payload: orNull(raw)}
+	if err := rt.appendMessage(ctx, stream, env); err != nil {
+		return err
+	}
+	rt.deliver(ctx, head)
+	return nil
+}
+
+// chainHead follows continue-as-new links to the chain's live execution.
+func (rt *Runtime) chainHead(ctx context.Context, id string) (string, fold.State, error) {
+	for hops := 0; ; hops++ {
+		l, err := rt.load(ctx, id)
+		if err != nil {
+			return "", fold.State{}, err
+		}
+		st := l.state
+		switch {
+		case st.Status == fold.StatusContinued && st.Variables.ContinuedTo != "" && hops < maxChainHops:
+			id = st.Variables.ContinuedTo
+		case st.Status.Terminal():
+			return "", fold.State{}, &SendRefusedError{ExecutionID: id, Reason: "the execution has ended (" + string(st.Status) + ")"}
+		default:
+			return id, st, nil
+		}
+	}
+}
+
+// maxChainHops bounds the links Send follows in one call.
+const maxChainHops = 64
+
+// streamLengths caches inbox stream lengths, so a send costs one append.
+type streamLengths struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+// appendMessage appends env at the end of stream, finding the end again
+// after a conflict with another sender.
+func (rt *Runtime) appendMessage(ctx context.Context, stream string, env event.Envelope) error {
+	rt.streams.mu.Lock()
+	defer rt.streams.mu.Unlock()
+	if rt.streams.n == nil {
+		rt.streams.n = map[string]int64{}
+	}
+	next := rt.streams.n[stream]
+	for attempt := 0; attempt < 100; attempt++ {
+		env.Sequence = next
+		err := rt.cfg.Events.Append(ctx, stream, next, []event.Envelope{env})
+		var conflict *store.SequenceConflictError
+		if errors.As(err, &conflict) {
+			next = conflict.Actual
+			continue
+		}
+		if err == nil {
+			rt.streams.n[stream] = next + 1
+		}
+		return err
+	}
+	return fmt.Errorf("loom: inbox stream %q: too many concurrent senders", stream)
+}
+
+// deliver wakes an execution parked on a message wait whose message is
+// now in its inbox: in place when this process holds its sticky park,
+// otherwise through a gate transaction and a drive. Best effort: a running
+// execution finds its messages itself, and a park re-checks after it is
+// durable.
+func (rt *Runtime) deliver(ctx context.Context, id string) {
+	if sp := rt.takeSticky(id); sp != nil {
+		if sp.r.deliverPending(sp.r.j.state()) {
+			sp.wake <- true
+			return
+		}
+		rt.reregisterSticky(sp)
+		return
+	}
+	if x := rt.liveExecution(id); x != nil {
+		return
+	}
+	x, l, err := rt.claimLoaded(ctx, id)
+	if err != nil {
+		return
+	}
+	j := rt.newJournal(id, l.workflowID, l.state)
+	j.meta = driveMeta(l.state, false)
+	delivered, err := rt.commitPending(ctx, j, l.state)
+	if err != nil || !delivered {
+		j.settle()
+		rt.release(x)
+		return
+	}
+	rt.afterAnswer(ctx, id, l.state, ResumeEvent{EventType: messageType})
+	rt.drive(x, j, forkSimulated(l.state))
+}
+
+// deliverPending consumes, through the run's own journal, a message that
+// answers one of its park's waits; it reports whether it did.
+func (r *run) deliverPending(st fold.State) bool {
+	delivered, err := r.rt.commitPending(r.ctx, r.j, st)
+	if err != nil {
+		r.abort(err)
+	}
+	if delivered {
+		r.rt.afterAnswer(r.ctx, r.x.id, st, ResumeEvent{EventType: messageType})
+	}
+	return delivered
+}
+
+// commitPending records MESSAGE_CONSUMED and the wait-addressed resume for
+// the first message wait of the park whose message has arrived.
+func (rt *Runtime) commitPending(ctx context.Context, j *journal, st fold.State) (bool, error) {
+	if st.Status != fold.StatusSuspended || st.Variables.SuspendedOn == nil || st.Variables.SuspendedOn.On != gateSelect {
+		return false, nil
+	}
+	for _, w := range parkWaits(st) {
+		if w.Kind != waitMessage || answered(st, w.WaitID) {
+			continue
+		}
+		m, ok, err := rt.nextMessage(ctx, j.executionID, st, w.Topic)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		evs := []pendingEvent{
+			{typ: event.MessageConsumed, payload: consumedPayload(w, m), meta: kernelStamp()},
+			{typ: event.ExecutionResumed, payload: map[string]any{"eventType": messageType, "waitId": w.WaitID}, meta: kernelStamp()},
+		}
+		if err := commitAll(j, evs); err != nil {
+			return false, err
+		}
+		return true, j.barrier(ctx)
+	}
+	return false, nil
+}
