@@ -184,12 +184,9 @@ func (rt *Runtime) deliver(ctx context.Context, id string) {
 		rt.reregisterSticky(sp)
 		return
 	}
-	if x := rt.liveExecution(id); x != nil {
-		return
-	}
-	x, l, err := rt.claimLoaded(ctx, id)
+	x, l, err := rt.claimLoaded(ctx, id) // waits for a drive that is parking
 	if err != nil {
-		return
+		return // running: it takes its messages itself, or re-checks when it parks
 	}
 	j := rt.newJournal(id, l.workflowID, l.state)
 	j.meta = driveMeta(l.state, false)

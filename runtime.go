@@ -238,21 +238,25 @@ func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
 	rt.mu.Unlock()
 	go func() {
 		defer rt.wg.Done()
-		defer rt.release(x)
-		defer j.settle() // nothing this drive queued is written after Close returns
-		defer cancel()
-		input := st.Variables.Input
-		o := r.execute(input)
-		if o.err != nil {
+		o := r.execute(st.Variables.Input)
+		cancel()
+		if o.err == nil {
+			x.final, x.settled = j.state(), true
+			if o.status == fold.StatusSuspended && x.final.Sequence != r.snapshotAt {
+				rt.saveSnapshot(x.id, x.final)
+			}
+		} else {
 			rt.cfg.Logger.Warn("loom: drive aborted; the execution stays as its log has it", "execution", x.id, "error", o.err)
-			return
 		}
-		x.final, x.settled = j.state(), true
-		if o.status == fold.StatusSuspended && x.final.Sequence != r.snapshotAt {
-			rt.saveSnapshot(x.id, x.final)
-		}
-		if o.status == fold.StatusContinued {
+		j.settle() // nothing this drive queued is written after Close returns
+		rt.release(x)
+		switch {
+		case o.status == fold.StatusContinued:
 			rt.startSuccessor(rt.ctx, x.id, x.flow, r.successor)
+		case o.status == fold.StatusSuspended && x.final.Variables.SuspendedOn != nil &&
+			x.final.Variables.SuspendedOn.On == gateSelect:
+			// A message sent while this drive was parking found it busy.
+			rt.deliver(rt.ctx, x.id)
 		}
 	}()
 }

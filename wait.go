@@ -3,6 +3,7 @@ package loom
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/loom-kernel/loom/event"
@@ -32,6 +33,24 @@ func (rt *Runtime) WaitForCompletion(ctx context.Context, id string) (Result, er
 	}
 	return res, nil
 }
+
+// WaitForChain follows a chain of continue-as-new links from id and waits
+// for the execution that ends it (completed, failed or cancelled); a
+// successor not started yet is waited for.
+func (rt *Runtime) WaitForChain(ctx context.Context, id string) (Result, error) {
+	ctx = context.WithValue(ctx, awaitMissingKey{}, true)
+	for hops := 0; ; hops++ {
+		res, err := rt.WaitForCompletion(ctx, id)
+		if err != nil || res.Status != fold.StatusContinued || res.State.Variables.ContinuedTo == "" {
+			return res, err
+		}
+		id = res.State.Variables.ContinuedTo
+	}
+}
+
+type awaitMissingKey struct{}
+
+func awaitMissing(ctx context.Context) bool { v, _ := ctx.Value(awaitMissingKey{}).(bool); return v }
 
 // WaitForSuspend blocks until the execution is parked and returns its state.
 // An execution that ends instead rejects with *ExecutionTerminatedError (ADR
@@ -78,6 +97,9 @@ func (rt *Runtime) waitFor(ctx context.Context, id string, untilDriveEnds bool, 
 		}
 	}
 	l, err := rt.load(ctx, id)
+	if errors.Is(err, ErrExecutionNotFound) && awaitMissing(ctx) {
+		l, err = loaded{state: fold.Initial()}, nil // not started yet: follow it from its first event
+	}
 	if err != nil {
 		return fold.State{}, err
 	}

@@ -1,0 +1,170 @@
+package loom_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/event"
+)
+
+var inboxOn = loom.Config{Features: loom.Features{Inbox: true}}
+
+// collector receives n messages on "orders" and returns them in order.
+func collector(n int) *loom.Flow {
+	return loom.NewFlow("collect", func(ctx *loom.Context, _ struct{}) ([]int, error) {
+		var got []int
+		for range n {
+			v, err := loom.Receive[int](ctx, "orders")
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, v)
+		}
+		return got, nil
+	})
+}
+
+func withSticky(cfg loom.Config, sticky bool) loom.Config {
+	if !sticky {
+		cfg.StickyParks = -1
+	}
+	return cfg
+}
+
+func TestInboxDeliversInOrderExactlyOnce(t *testing.T) {
+	for _, sticky := range []bool{true, false} {
+		t.Run(fmt.Sprint("sticky=", sticky), func(t *testing.T) {
+			h := newHarnessWith(t, withSticky(inboxOn, sticky), collector(3))
+			id, _ := h.rt.Start(h.ctx(), "collect", nil)
+			// One message before the flow waits, two while it is parked.
+			if err := h.rt.Send(h.ctx(), id, "orders", 1); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []int{2, 3} {
+				if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+					t.Fatal(err)
+				}
+				if err := h.rt.Send(h.ctx(), id, "orders", v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := h.rt.WaitForCompletion(h.ctx(), id)
+			if err != nil || string(res.Output) != "[1,2,3]" {
+				t.Fatalf("%s %v", res.Output, err)
+			}
+			if n := count(h, id, event.MessageConsumed); n != 3 {
+				t.Fatalf("MESSAGE_CONSUMED %d times", n)
+			}
+			if c := res.State.Variables.Inbox["orders"]; c.Consumed != 3 {
+				t.Fatalf("_inbox cursor %+v", c)
+			}
+		})
+	}
+}
+
+func TestInboxSurvivesAProcessStoppingBetweenSendAndConsume(t *testing.T) {
+	h := newHarnessWith(t, inboxOn, collector(2))
+	id, _ := h.rt.Start(h.ctx(), "collect", nil)
+	if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Close() // the receiver's process is gone
+	other := h.open(collector(2))
+	if err := other.Send(h.ctx(), id, "orders", 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.WaitForSuspend(h.ctx(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Send(h.ctx(), id, "orders", 8); err != nil {
+		t.Fatal(err)
+	}
+	res, err := other.WaitForCompletion(h.ctx(), id)
+	if err != nil || string(res.Output) != "[7,8]" {
+		t.Fatalf("%s %v", res.Output, err)
+	}
+}
+
+func TestInboxSendRefusals(t *testing.T) {
+	off := newHarness(t, collector(1))
+	id, _ := off.rt.Start(off.ctx(), "collect", nil)
+	if err := off.rt.Send(off.ctx(), id, "orders", 1); !errors.Is(err, loom.ErrFeatureDisabled) {
+		t.Fatalf("send with the inbox off: %v", err)
+	}
+	quick := loom.NewFlow("quick", func(ctx *loom.Context, _ struct{}) (int, error) { return 1, nil })
+	h := newHarnessWith(t, inboxOn, quick)
+	done, _ := h.rt.Start(h.ctx(), "quick", nil)
+	if _, err := h.rt.WaitForCompletion(h.ctx(), done); err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.log(done))
+	var sr *loom.SendRefusedError
+	if err := h.rt.Send(h.ctx(), done, "orders", 1); !errors.As(err, &sr) {
+		t.Fatalf("send to an ended execution: %v", err)
+	}
+	if len(h.log(done)) != before {
+		t.Fatal("a refused send appended to the execution")
+	}
+	if err := h.rt.Send(h.ctx(), "missing", "orders", 1); !errors.Is(err, loom.ErrExecutionNotFound) {
+		t.Fatalf("send to nobody: %v", err)
+	}
+	if err := h.rt.Send(h.ctx(), done, "bad\x00topic", 1); !errors.Is(err, event.ErrInvalidEnvelope) {
+		t.Fatalf("bad topic: %v", err)
+	}
+}
+
+func TestSelectOverMessagesGatesAndTimers(t *testing.T) {
+	flow := loom.NewFlow("sel", func(ctx *loom.Context, _ struct{}) ([]string, error) {
+		var out []string
+		for range 3 {
+			sel, err := ctx.Select(loom.OnMessage("chat"), loom.OnGate("stop"), loom.OnTimer(time.Minute))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, fmt.Sprintf("%d:%s", sel.Index, sel.Kind))
+		}
+		return out, nil
+	})
+	for _, sticky := range []bool{true, false} {
+		t.Run(fmt.Sprint("sticky=", sticky), func(t *testing.T) {
+			h, clock, _ := timed(t, withSticky(inboxOn, sticky), flow)
+			id, _ := h.rt.Start(h.ctx(), "sel", nil)
+			if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.rt.Send(h.ctx(), id, "chat", "hi"); err != nil {
+				t.Fatal(err)
+			}
+			st, err := h.rt.WaitForSuspend(h.ctx(), id)
+			if err != nil || st.Variables.SuspendedOn.On != "__loom_select__" {
+				t.Fatalf("%+v %v", st.Variables.SuspendedOn, err)
+			}
+			// A gate the select does not wait on is refused; the one it does is taken.
+			var rr *loom.ResumeRefusedError
+			if err := h.rt.Resume(h.ctx(), id, loom.ResumeEvent{EventType: "other"}); !errors.As(err, &rr) {
+				t.Fatalf("stray gate: %v", err)
+			}
+			if err := h.rt.Resume(h.ctx(), id, loom.ResumeEvent{EventType: "stop", Payload: json.RawMessage(`true`)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+				t.Fatal(err)
+			}
+			clock.advance(2 * time.Minute)
+			if n, err := h.rt.FireDueTimers(h.ctx()); n != 1 || err != nil {
+				t.Fatalf("fired %d: %v", n, err)
+			}
+			res, err := h.rt.WaitForCompletion(h.ctx(), id)
+			if err != nil || string(res.Output) != `["0:message","1:gate","2:timer"]` {
+				t.Fatalf("%s %v", res.Output, err)
+			}
+			if len(res.State.Variables.ResumePayloads) != 0 || len(res.State.Variables.WaitAnswers) != 3 {
+				t.Fatalf("answers %+v / %+v", res.State.Variables.ResumePayloads, res.State.Variables.WaitAnswers)
+			}
+		})
+	}
+}
