@@ -89,6 +89,12 @@ func (rt *Runtime) Fork(ctx context.Context, id string, at int64, opts ...ForkOp
 		}
 		return "", err
 	}
+	if rt.cfg.Features.Inbox {
+		if err := rt.copyInbox(ctx, id, src, newID); err != nil {
+			rt.release(x)
+			return "", err
+		}
+	}
 	chain := append(parentChain(src), forkLink{ExecutionID: id, Sequence: at, Simulate: o.simulate})
 	j := rt.newJournal(newID, flow.ID, src)
 	meta := map[string]json.RawMessage{"kernel": json.RawMessage("true"), "forkChain": marshalJSON(chain),

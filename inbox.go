@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 
@@ -34,15 +35,47 @@ func streamID(chain, topic string) string {
 }
 
 // chainOf is the id an execution's inbox streams are keyed by: its chain's
-// first execution.
+// first execution, or the execution itself for a fork (a fork's inbox is
+// its own; Fork copies the messages its parent had consumed).
 func chainOf(id string, st fold.State) string {
 	var chain struct {
 		ID string `json:"id"`
 	}
-	if len(st.Variables.Chain) > 0 && json.Unmarshal(st.Variables.Chain, &chain) == nil && chain.ID != "" {
+	if len(st.Variables.ForkChain) == 0 && len(st.Variables.Chain) > 0 &&
+		json.Unmarshal(st.Variables.Chain, &chain) == nil && chain.ID != "" {
 		return chain.ID
 	}
 	return id
+}
+
+// copyInbox gives a fork its parent's consumed messages, so its cursors
+// point into its own streams at the same positions.
+func (rt *Runtime) copyInbox(ctx context.Context, parent string, src fold.State, fork string) error {
+	topics := make([]string, 0, len(src.Variables.Inbox))
+	for topic := range src.Variables.Inbox { //loom:sorted below
+		topics = append(topics, topic)
+	}
+	sort.Strings(topics)
+	for _, topic := range topics {
+		n := src.Variables.Inbox[topic].Consumed
+		if n == 0 {
+			continue
+		}
+		from, to := streamID(chainOf(parent, src), topic), streamID(fork, topic)
+		evs, err := store.ReadRange(ctx, rt.cfg.Events, from, 0, n)
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			evs[i].ExecutionID = to
+		}
+		if len(evs) > 0 {
+			if err := rt.cfg.Events.Append(ctx, to, 0, evs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // message is one inbox message.

@@ -168,3 +168,30 @@ func TestSelectOverMessagesGatesAndTimers(t *testing.T) {
 		})
 	}
 }
+
+func TestAForkHasItsOwnInboxWithItsParentsConsumedMessages(t *testing.T) {
+	h := newHarnessWith(t, inboxOn, collector(2))
+	id, _ := h.rt.Start(h.ctx(), "collect", nil)
+	if err := h.rt.Send(h.ctx(), id, "orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.rt.WaitForSuspend(h.ctx(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := h.rt.Fork(h.ctx(), id, st.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.Send(h.ctx(), id, "orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.Send(h.ctx(), fork, "orders", 20); err != nil {
+		t.Fatal(err)
+	}
+	a, errA := h.rt.WaitForCompletion(h.ctx(), id)
+	b, errB := h.rt.WaitForCompletion(h.ctx(), fork)
+	if errA != nil || errB != nil || string(a.Output) != "[1,2]" || string(b.Output) != "[1,20]" {
+		t.Fatalf("parent %s %v, fork %s %v", a.Output, errA, b.Output, errB)
+	}
+}
