@@ -1,7 +1,10 @@
 package sqlite
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/loom-kernel/loom/store"
@@ -63,4 +66,93 @@ func TestBranchRegistryConformance(t *testing.T) {
 			return open(t, closed.(*BranchRegistry).Path())
 		},
 	})
+}
+
+func TestTimerStoreConformance(t *testing.T) {
+	open := func(t *testing.T, path string) store.TimerStore {
+		s, err := OpenTimerStore(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	storetest.RunTimerStore(t, storetest.TimerStoreFactory{
+		New: func(t *testing.T) store.TimerStore { return open(t, filepath.Join(t.TempDir(), "timers.db")) },
+		Reopen: func(t *testing.T, closed store.TimerStore) store.TimerStore {
+			return open(t, closed.(*TimerStore).Path())
+		},
+	})
+}
+
+// TestTimerDueDefaultLimit: a limit below 1 returns DefaultDueLimit timers.
+func TestTimerDueDefaultLimit(t *testing.T) {
+	s := openTestDB(t).TimerStore()
+	seedTimers(t, s.DB(), DefaultDueLimit+1, 7)
+	for _, limit := range []int{0, -1} {
+		got, err := s.Due(context.Background(), 7, limit)
+		if err != nil || len(got) != DefaultDueLimit {
+			t.Fatalf("Due(7, %d) = %d timers, %v; want %d", limit, len(got), err, DefaultDueLimit)
+		}
+	}
+}
+
+// TestTimerDueReadsTheIndexInOrder: the Due query walks timers_due and
+// needs no sort, so a page costs its own length, not a sort of every timer.
+func TestTimerDueReadsTheIndexInOrder(t *testing.T) {
+	db := openTestDB(t)
+	rows, err := db.read.QueryContext(context.Background(),
+		`EXPLAIN QUERY PLAN SELECT `+timerCols+` FROM timers WHERE wake_at <= ? ORDER BY wake_at, key LIMIT ?`, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(errors.Join(err, rows.Close()))
+		}
+		plan = append(plan, detail)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(plan, "; ")
+	if !strings.Contains(joined, "USING INDEX timers_due") || strings.Contains(joined, "TEMP B-TREE") {
+		t.Fatalf("Due's query plan is %q; want a search of timers_due and no sort", joined)
+	}
+}
+
+// TestStorageCarriesTimers: the preset's Timers shares the file with the
+// other stores, closes with Stores.Close and keeps its timers across it.
+func TestStorageCarriesTimers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loom.db")
+	ctx := context.Background()
+	want := store.Timer{Key: "sleep/exec-1", ExecutionID: "exec-1", WakeAt: 42, Payload: []byte(`{"on":"sleep"}`)}
+	st, err := Storage(StorageOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Timers.Put(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Timers.Get(ctx, want.Key); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Get after Stores.Close = %v, want store.ErrClosed", err)
+	}
+	st, err = Storage(StorageOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	got, found, err := st.Timers.Get(ctx, want.Key)
+	if err != nil || !found || got.WakeAt != want.WakeAt || string(got.Payload) != string(want.Payload) || got.ExecutionID != want.ExecutionID {
+		t.Fatalf("Get after reopen = %+v, %v, %v; want %+v", got, found, err, want)
+	}
 }

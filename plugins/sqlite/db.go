@@ -21,7 +21,7 @@ var ErrInvalidOption = errors.New("sqlite: invalid option")
 // DB owns one SQLite database file in WAL mode: a single writer connection,
 // used by one group-committing caller at a time, and a pool of read-only
 // connections. The stores it hands out (EventStore, SnapshotStore,
-// BranchRegistry) are views that share it.
+// BranchRegistry, TimerStore) are views that share it.
 //
 // Ownership: the DB owns the file and every connection. Closing a view only
 // detaches that view (its later calls return store.ErrClosed); DB.Close
@@ -137,11 +137,14 @@ func (db *DB) SnapshotStore() *SnapshotStore { return &SnapshotStore{view: view{
 // BranchRegistry returns a view of the refs. Closing it does not close db.
 func (db *DB) BranchRegistry() *BranchRegistry { return &BranchRegistry{view: view{db: db}} }
 
+// TimerStore returns a view of the durable timers. Closing it does not close db.
+func (db *DB) TimerStore() *TimerStore { return &TimerStore{view: view{db: db}} }
+
 // WriteStats counts the appends committed since Open.
 type WriteStats struct {
 	// Transactions is the number of committed transactions that wrote
-	// appended events (snapshot, ref, fence, fork and delete writes are not
-	// counted).
+	// appended events (snapshot, ref, timer, fence, fork and delete writes
+	// are not counted).
 	Transactions int64
 	// Batches is the number of Append calls they acknowledged as written.
 	Batches int64
@@ -189,6 +192,8 @@ type readStmts struct {
 	snapshotSeqs   *sql.Stmt
 	ref            *sql.Stmt
 	refsFrom       *sql.Stmt
+	timer          *sql.Stmt
+	timersDue      *sql.Stmt
 }
 
 const eventCols = `sequence, id, workflow_id, event_type, timestamp, payload, metadata`
@@ -216,6 +221,8 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 		{&r.snapshotSeqs, `SELECT sequence FROM snapshots WHERE execution_id = ? ORDER BY sequence`},
 		{&r.ref, `SELECT execution_id, version FROM refs WHERE name = ?`},
 		{&r.refsFrom, `SELECT name, execution_id, version FROM refs WHERE name >= ? ORDER BY name`},
+		{&r.timer, `SELECT ` + timerCols + ` FROM timers WHERE key = ?`},
+		{&r.timersDue, `SELECT ` + timerCols + ` FROM timers WHERE wake_at <= ? ORDER BY wake_at, key LIMIT ?`},
 	}
 	for _, s := range list {
 		st, err := db.PrepareContext(ctx, s.q)
@@ -231,7 +238,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 func (r *readStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{r.eventsFrom, r.eventsRange, r.executions, r.snapshotLatest,
-		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom} {
+		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom, r.timer, r.timersDue} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

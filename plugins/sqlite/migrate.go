@@ -89,6 +89,19 @@ var schemaMigrations = []migration{
 			version      INTEGER NOT NULL
 		) WITHOUT ROWID`,
 	}},
+	{4, "timers", []string{
+		// One row per durable timer, replaced in place by key. A rowid
+		// table, like snapshots: payloads are caller-sized. Due reads the
+		// (wake_at, key) index in order and stops at its LIMIT, so a page
+		// costs its own length, never a sort of every timer.
+		`CREATE TABLE timers (
+			key          TEXT NOT NULL PRIMARY KEY,
+			execution_id TEXT,
+			wake_at      INTEGER NOT NULL,
+			payload      TEXT
+		)`,
+		`CREATE INDEX timers_due ON timers (wake_at, key)`,
+	}},
 }
 
 // migrate brings the schema up to the last step of list, one transaction per

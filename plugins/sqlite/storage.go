@@ -24,15 +24,17 @@ type StorageOptions struct {
 }
 
 // Stores is the storage a runtime needs, over one SQLite file: the event
-// log, the snapshots and the branch refs, all sharing one DB.
+// log, the snapshots, the branch refs and the durable timers, all sharing
+// one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the three
-// stores; closing one of the three only detaches that one. Close may be
+// Ownership: Stores owns the DB. Close closes it, and with it the four
+// stores; closing one of the four only detaches that one. Close may be
 // called more than once and returns the first call's result.
 type Stores struct {
 	Events    store.EventStore
 	Snapshots store.SnapshotStore
 	Branches  store.BranchRegistry
+	Timers    store.TimerStore
 	// Close waits for queued writes to commit and closes the database file.
 	Close func() error
 	// DB is the shared database, for WriteStats or further views.
@@ -41,7 +43,8 @@ type Stores struct {
 
 // Storage is the preset that wires Loom to one SQLite file: it opens
 // opts.Path (see Open for the guarantees and failure modes) and returns its
-// event store, snapshot store and branch registry in a Stores value.
+// event store, snapshot store, branch registry and timer store in a Stores
+// value.
 func Storage(opts StorageOptions) (Stores, error) {
 	o := []Option{WithSynchronous(opts.Synchronous), WithLimits(opts.Limits)}
 	if opts.BusyTimeout > 0 {
@@ -58,13 +61,14 @@ func Storage(opts StorageOptions) (Stores, error) {
 		Events:    db.EventStore(),
 		Snapshots: db.SnapshotStore(),
 		Branches:  db.BranchRegistry(),
+		Timers:    db.TimerStore(),
 		Close:     db.Close,
 		DB:        db,
 	}, nil
 }
 
-// view is what EventStore, SnapshotStore and BranchRegistry share: the DB
-// they work on and whether closing them closes it.
+// view is what EventStore, SnapshotStore, BranchRegistry and TimerStore
+// share: the DB they work on and whether closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on
 // Close: the DB and its other views stay open, and the DB is closed once, by
@@ -133,4 +137,14 @@ func OpenBranchRegistry(path string, opts ...Option) (*BranchRegistry, error) {
 		return nil, err
 	}
 	return &BranchRegistry{view: view{db: db, owned: true}}, nil
+}
+
+// OpenTimerStore is OpenEventStore for a TimerStore that owns its database
+// file.
+func OpenTimerStore(path string, opts ...Option) (*TimerStore, error) {
+	db, err := Open(path, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &TimerStore{view: view{db: db, owned: true}}, nil
 }

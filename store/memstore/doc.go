@@ -1,7 +1,8 @@
 // Package memstore holds the in-memory reference implementations of the
 // storage SPIs: EventStore (with every optional capability: RangeReader,
 // Subscriber, PrefixCopier, ExecutionDeleter and Fencer), SnapshotStore (with
-// SnapshotLister, SnapshotPruner and SnapshotDeleter) and BranchRegistry.
+// SnapshotLister, SnapshotPruner and SnapshotDeleter), BranchRegistry and
+// TimerStore.
 //
 // They are what the kernel's own tests and simulations run on, and they pass
 // the storetest conformance kits with no skips, so their behaviour is the
@@ -22,4 +23,7 @@
 //     index: a page costs a binary search plus its own length, and k new
 //     executions cost one O(n + k log k) merge at the next listing, never a
 //     sort of all n ids per page.
+//   - Timers sit in a position-tracking min-heap by (WakeAt, Key): Put and
+//     Delete cost O(log n), and Due walks the heap without changing it, so
+//     a page of k timers costs O(k log k) and never a sort of all n.
 package memstore
