@@ -3,6 +3,7 @@ package loom_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,5 +162,33 @@ func TestT1_ADeadlineIsTheSameOnEveryReplay(t *testing.T) {
 	wakes = append(wakes, *st.Variables.SuspendedOn.WakeAt)
 	if wakes[1]-wakes[0] != 10_000 {
 		t.Fatalf("second deadline %d ms after the first, want 10000 (each from its own recorded now)", wakes[1]-wakes[0])
+	}
+}
+
+// T1: due timers are fired in batches within one poll cycle.
+func TestT1_ManyDueTimersFireInOnePollCycle(t *testing.T) {
+	const n = 2000
+	var ran atomic.Int64
+	h, clock, _ := timed(t, loom.Config{}, sleeper(&ran))
+	for i := range n {
+		id, err := h.rt.Start(h.ctx(), "sleeper", nil, loom.WithExecutionID(fmt.Sprintf("s%04d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(time.Hour)
+	if fired, err := h.rt.FireDueTimers(h.ctx()); fired != n || err != nil {
+		t.Fatalf("fired %d of %d: %v", fired, n, err)
+	}
+	for i := range n {
+		if _, err := h.rt.WaitForCompletion(h.ctx(), fmt.Sprintf("s%04d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ran.Load() != n {
+		t.Fatalf("ran %d", ran.Load())
 	}
 }
