@@ -18,7 +18,7 @@ type benchClock struct {
 	now time.Time
 }
 
-func (c *benchClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *benchClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *benchClock) set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
 // parkSleepers starts n executions that all sleep until the same instant
