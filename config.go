@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/loom-kernel/loom/effect"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -34,6 +35,19 @@ type Config struct {
 	TimerWorkers int
 	// Features turns on the kernel.features the spec keeps off by default.
 	Features Features
+	// Effects registers effects by tool id: a Task without Invoke runs the
+	// effect of its ToolID.
+	Effects *effect.Registry
+	// Middleware wraps every effect, the first outermost (retry, metering,
+	// safety, redaction, claim-check…). None by default: then the log is
+	// byte-identical to a kernel without the ring (G2).
+	Middleware []effect.Middleware
+	// EffectAuthorizer, when set, authorizes every effect before it runs
+	// (K2): a denial is recorded as EFFECT_DENIED and fails the step with
+	// *effect.CapabilityDeniedError, the effect never running.
+	EffectAuthorizer effect.Authorizer
+	// MaxEffectTime bounds every effect attempt (K8; default: unbounded).
+	MaxEffectTime time.Duration
 	// Flows are registered by id; a flow id appears once (static wiring, P5).
 	Flows []*Flow
 	// SnapshotEvery is N in "a snapshot every N events" (default 1000 when

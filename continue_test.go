@@ -126,7 +126,7 @@ func TestContinueAsNewPerpetualFlowHasFlatMemory(t *testing.T) {
 		return m.HeapAlloc
 	}
 	id, _ := h.rt.Start(h.ctx(), "counter", nil, loom.WithExecutionID("p"))
-	ctx, cancel := context.WithTimeout(h.ctx(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := h.rt.WaitForCompletion(ctx, id); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/loom-kernel/loom/effect"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 )
@@ -76,18 +77,16 @@ func nextAttempt(fr fold.Frame, exists bool) int64 {
 	}
 }
 
-// runLive records STEP_STARTED, runs the effect and records its outcome.
+// runLive records STEP_STARTED, runs the effect through the boundary and
+// records its outcome.
 func (r *run) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) (json.RawMessage, error) {
+	fn, err := r.effectOf(t)
+	if err != nil {
+		return nil, err
+	}
 	kind := t.Kind
 	if kind == "" {
 		kind = "step"
-	}
-	invoke := t.Invoke
-	if r.simulate && !t.ReadOnly {
-		if t.Simulate == nil {
-			return nil, &SimulationRefusedError{StepID: t.ID}
-		}
-		invoke = t.Simulate
 	}
 	start := map[string]any{"stepId": t.ID, "input": orNull(in), "attempt": attempt, "kind": kind}
 	if t.ToolID != "" {
@@ -101,18 +100,20 @@ func (r *run) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) (j
 	if t.NonIdempotent {
 		r.barrier() // the in-doubt marker is durable before the effect runs (ADR 0021)
 	}
-	ectx := context.WithValue(c.scope.ctx, idempotencyKey{}, r.x.id+"/"+t.ID+"/"+strconv.FormatInt(attempt, 10))
-	out, err := invoke(ectx, in)
+	ec, cancel := r.effectContext(c, t, attempt)
+	defer cancel()
+	out, err := []byte(nil), r.authorizeEffect(c, ec, t)
 	if err == nil {
-		raw, merr := json.Marshal(out)
-		if merr != nil {
-			err = fmt.Errorf("encoding output: %w", merr)
-		} else {
-			r.endLive(false)
-			r.commit(event.StepCompleted, map[string]any{"stepId": t.ID, "output": json.RawMessage(raw)}, nil)
-			r.stepDurability()
-			return raw, nil
-		}
+		out, err = effect.Chain(fn, r.rt.cfg.Middleware...)(ec, in)
+	}
+	if err == nil && !json.Valid(out) {
+		err = fmt.Errorf("effect %q returned invalid JSON", t.ID)
+	}
+	if err == nil {
+		r.endLive(false)
+		r.commit(event.StepCompleted, map[string]any{"stepId": t.ID, "output": orNull(out)}, nil)
+		r.stepDurability()
+		return orNull(out), nil
 	}
 	typed, failure := r.failurePayload(t, err)
 	r.endLive(typed == nil)

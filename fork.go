@@ -116,6 +116,9 @@ func (rt *Runtime) Fork(ctx context.Context, id string, at int64, opts ...ForkOp
 	}
 	j.settle()
 	rt.release(x)
+	if st.Variables.SuspendedOn != nil && st.Variables.SuspendedOn.On == gateSelect {
+		rt.deliver(ctx, newID) // the fork point may sit between a message and its wake-up
+	}
 	return newID, nil
 }
 

@@ -252,8 +252,20 @@ func (rt *Runtime) commitPending(ctx context.Context, j *journal, st fold.State)
 	if st.Status != fold.StatusSuspended || st.Variables.SuspendedOn == nil || st.Variables.SuspendedOn.On != gateSelect {
 		return false, nil
 	}
-	for _, w := range parkWaits(st) {
-		if w.Kind != waitMessage || answered(st, w.WaitID) {
+	waits := parkWaits(st)
+	for _, w := range waits {
+		// A message consumed but its wake-up lost (a crash between the two,
+		// a fork between them): only the resume is missing.
+		if answered(st, w.WaitID) {
+			wake := pendingEvent{typ: event.ExecutionResumed, payload: map[string]any{"eventType": messageType, "waitId": w.WaitID}, meta: kernelStamp()}
+			if err := commitAll(j, []pendingEvent{wake}); err != nil {
+				return false, err
+			}
+			return true, j.barrier(ctx)
+		}
+	}
+	for _, w := range waits {
+		if w.Kind != waitMessage {
 			continue
 		}
 		m, ok, err := rt.nextMessage(ctx, j.executionID, st, w.Topic)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
 )
 
 var inboxOn = loom.Config{Features: loom.Features{Inbox: true}}
@@ -175,11 +176,12 @@ func TestAForkHasItsOwnInboxWithItsParentsConsumedMessages(t *testing.T) {
 	if err := h.rt.Send(h.ctx(), id, "orders", 1); err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.rt.WaitForSuspend(h.ctx(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fork, err := h.rt.Fork(h.ctx(), id, st.Sequence)
+	var at int64
+	waitUntil(t, h, id, func(s fold.State) bool {
+		at = s.Sequence
+		return s.Status == fold.StatusSuspended && s.Variables.Inbox["orders"].Consumed == 1
+	})
+	fork, err := h.rt.Fork(h.ctx(), id, at)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,6 +143,10 @@ func (rt *Runtime) Recover(ctx context.Context) (int, error) {
 				n++
 				continue
 			}
+			if park := l.state.Variables.SuspendedOn; l.state.Status == fold.StatusSuspended && park != nil && park.On == gateSelect {
+				rt.deliver(ctx, info.ExecutionID) // a message that arrived while no process listened
+				continue
+			}
 			if s := l.state.Status; s != fold.StatusRunning && s != fold.StatusPending {
 				continue
 			}

@@ -14,12 +14,15 @@ import (
 // issue-3 kernel's whole surface.
 func mixed() *loom.Flow {
 	return loom.NewFlow("mixed", func(ctx *loom.Context, _ struct{}) (string, error) {
+		aDone := make(chan struct{}) // orders the branches, so logs compare byte for byte
 		out, err := loom.Parallel(ctx,
 			func(c *loom.Context) (string, error) {
+				defer close(aDone)
 				raw, err := c.Run("a", func(context.Context) (any, error) { return "A", nil })
 				return string(raw), err
 			},
 			func(c *loom.Context) (string, error) {
+				<-aDone
 				raw, err := c.Run("b", func(context.Context) (any, error) { return "B", nil })
 				return string(raw), err
 			})

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/loom-kernel/loom/effect"
 	"github.com/loom-kernel/loom/internal/schema"
 )
 
@@ -31,10 +33,14 @@ type Task struct {
 	// Errors declares typed failure channels: channel name to JSON Schema
 	// of its payload (spec §4.1).
 	Errors map[string]string
-	// Invoke runs the effect.
+	// Invoke runs the effect. Without it, the effect registered under
+	// ToolID in Config.Effects runs.
 	Invoke func(ctx context.Context, input json.RawMessage) (any, error)
 	// Simulate, when set, replaces Invoke in simulate mode.
 	Simulate func(ctx context.Context, input json.RawMessage) (any, error)
+	// Timeout bounds each attempt of the effect (K8); Config.MaxEffectTime
+	// bounds every effect.
+	Timeout time.Duration
 
 	compiled *channelSchemas
 }
@@ -167,12 +173,12 @@ func decodeInto(raw json.RawMessage, v any) error {
 	return json.Unmarshal(raw, v)
 }
 
-type idempotencyKey struct{}
-
 // IdempotencyKey returns the deterministic key of the effect running under
 // ctx: "<executionId>/<stepId>/<attempt>" (K9). It is stable across a crash
-// and a replay of the same attempt; a new attempt gets a new key.
+// and a replay of the same attempt; a retry gets a new one.
 func IdempotencyKey(ctx context.Context) string {
-	k, _ := ctx.Value(idempotencyKey{}).(string)
-	return k
+	if ec := effect.FromContext(ctx); ec != nil {
+		return ec.IdempotencyKey
+	}
+	return ""
 }

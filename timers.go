@@ -92,7 +92,9 @@ func (rt *Runtime) dropParkTimer(ctx context.Context, id string, wakeAt *int64) 
 type TimerHandler func(ctx context.Context, t store.Timer) error
 
 // HandleTimers routes due timers whose key starts with prefix to fn. Park
-// timers ("park:") are the runtime's own.
+// timers ("park:") are the runtime's own. A due timer with no handler is
+// dropped with a warning, so every runtime polling a shared TimerStore must
+// register the same handlers (a schedule.Scheduler's Prefix and Fire, say).
 func (rt *Runtime) HandleTimers(prefix string, fn TimerHandler) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -183,6 +185,10 @@ func (rt *Runtime) fire(ctx context.Context, t store.Timer) (bool, error) {
 			rt.cfg.Logger.Warn("loom: timer handler failed; retried at the next poll", "key", t.Key, "error", err)
 			return false, nil
 		}
+	} else {
+		// Left in place it would head every poll; every node sharing a
+		// TimerStore must register the same handlers (HandleTimers).
+		rt.cfg.Logger.Warn("loom: no handler for a due timer; dropped", "key", t.Key)
 	}
 	_, err := rt.cfg.Timers.Delete(ctx, t.Key, t.WakeAt)
 	return true, err

@@ -14,8 +14,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # in a temporary directory, as a non-root user), exports its address for the
 # plugins/postgres tests and stops it on exit.
 #
-# Chromium: a later issue installs Debian's chromium here for the chromedp
-# browser tests (never downloaded by the tool itself).
+# Chromium: the inspector's browser tests (cmd/loom, through chromedp) drive
+# Debian's chromium; it is installed here when missing — never downloaded by a
+# Go tool. Installing needs root (CI and the development machines run as
+# root); without chromium those tests fail and name this script.
+if ! command -v chromium >/dev/null 2>&1; then
+	echo "== installing Debian's chromium for the browser tests"
+	if [[ "$(id -u)" -eq 0 ]]; then
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+	else
+		echo "chromium is missing and this is not root: install it (apt-get install -y chromium) and rerun" >&2
+		exit 1
+	fi
+fi
 
 # ---- 1. gofmt --------------------------------------------------------------
 echo "== gofmt -l ."

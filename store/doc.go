@@ -1,8 +1,11 @@
 // Package store defines the storage SPIs of the kernel: EventStore (the
 // append-only, per-execution log), SnapshotStore (checkpoints of folded
 // state that bound the replay tail) and BranchRegistry (git-style refs for
-// fork/simulate/promote). Each has a version constant pinned by a test to its
-// method set.
+// fork/simulate/promote). TimerStore keeps durable wake-ups, and the
+// plugin-tier ContentStore keeps the content-addressed blobs the claim-check
+// middleware moves out of the log (ADR 0054; the log records only the ref,
+// so replay never reads it). Each has a version constant pinned by a test to
+// its method set.
 //
 // The required interfaces cover durability only. Optional capabilities —
 // range reads, subscriptions, fork copies, deletion, fencing, snapshot

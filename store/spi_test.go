@@ -43,6 +43,7 @@ var pinned = map[string]struct {
 		[]any{(*SnapshotStore)(nil), (*SnapshotLister)(nil), (*SnapshotPruner)(nil), (*SnapshotDeleter)(nil)}},
 	"BranchRegistry": {BranchRegistrySPIVersion, []any{(*BranchRegistry)(nil)}},
 	"TimerStore":     {TimerStoreSPIVersion, []any{(*TimerStore)(nil)}},
+	"ContentStore":   {ContentStoreSPIVersion, []any{(*ContentStore)(nil), (*ContentDeleter)(nil)}},
 }
 
 var pinnedDigests = map[string]string{
@@ -50,6 +51,7 @@ var pinnedDigests = map[string]string{
 	"SnapshotStore@1.0.0":  "6c167032236d0eb55992c125579cbd78478a2686923f5fcf2f64a339ab9cb451",
 	"BranchRegistry@1.0.0": "eee6c3487f9a0783d92a0b204c99dfc44d3ae5e02506dd27d0f1c855f7cd95b9",
 	"TimerStore@1.0.0":     "f9fec18017e3e1a1de729dcee188b5be7888a8e21899a7af9ff8cfdb3ae4bd10",
+	"ContentStore@1.0.0":   "e99c7325d4f9b021db16b807c3ee0571750af35e2abaec7755c5e0a9f4e1c873",
 }
 
 func TestSPIVersionsPinMethodSets(t *testing.T) {

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,12 +51,12 @@ func TestEndToEnd(t *testing.T) {
 			"Diagnosis ran as 3 parallel branches",
 			"The model proposed (step model.propose, kind llm, tool model.scripted",
 			`Recorded decision "remediation"`,
-			"Parked at the approval gate (#14, waiting up to 24h); process "+started[2]+" exited while the execution was suspended.",
-			"New process "+resumed[1]+" resumed it with approval by alice (#15). The 5 steps completed before the park were served from the log, not re-run",
+			"Parked at the approval gate (#15, waiting up to 24h); process "+started[2]+" exited while the execution was suspended.",
+			"New process "+resumed[1]+" resumed it with approval by alice (#16). The 5 steps completed before the park were served from the log, not re-run",
 			"process "+resumed[1]+" started only apply-fix, verify-recovery.",
-			"Completed (#20): fixed; process "+resumed[1]+" exited.",
-			"Verified: re-folding the 21 stored events gives byte-identical state (sha256:",
-			"Fork at #14 (simulated): rejected → escalated; original: approved → fixed",
+			"Completed (#21): fixed; process "+resumed[1]+" exited.",
+			"Verified: re-folding the 22 stored events gives byte-identical state (sha256:",
+			"Fork at #15 (simulated): rejected → escalated; original: approved → fixed",
 			"escalate (simulation)",
 		)
 		if strings.Contains(out, "✗") {
@@ -70,7 +72,7 @@ func TestEndToEnd(t *testing.T) {
 		db := filepath.Join(dir, "manual.db")
 		id := "inc-e2e"
 		out := mustRun(t, bin, "start", "-db", db, "-id", id)
-		if !strings.Contains(out, "Started incident inc-e2e") || !strings.Contains(out, "Parked at the approval gate (event #14)") {
+		if !strings.Contains(out, "Started incident inc-e2e") || !strings.Contains(out, "Parked at the approval gate (event #15)") {
 			t.Fatalf("start:\n%s", out)
 		}
 		if out := mustRun(t, bin, "status", id, "-db", db); !strings.Contains(out, "Status: suspended at the approval gate") {
@@ -113,14 +115,14 @@ func TestEndToEnd(t *testing.T) {
 		}
 
 		out = mustRun(t, bin, "fork", id, "-id", "inc-e2e-b", "-db", db)
-		if !strings.Contains(out, "Forked inc-e2e at #14 into inc-e2e-b (simulated") {
+		if !strings.Contains(out, "Forked inc-e2e at #15 into inc-e2e-b (simulated") {
 			t.Fatalf("fork:\n%s", out)
 		}
 		out = mustRun(t, bin, "reject", "inc-e2e-b", "-by", "erin", "-reason", "too risky", "-db", db)
 		if !strings.Contains(out, `Completed: escalated: rejected by erin (too risky); would page sre-oncall`) {
 			t.Fatalf("reject the fork:\n%s", out)
 		}
-		if out := mustRun(t, bin, "status", "inc-e2e-b", "-db", db); !strings.Contains(out, "Forked from inc-e2e at #14 (simulated)") {
+		if out := mustRun(t, bin, "status", "inc-e2e-b", "-db", db); !strings.Contains(out, "Forked from inc-e2e at #15 (simulated)") {
 			t.Fatalf("status of the fork:\n%s", out)
 		}
 		if n := logLines(t, bin, db, id); n != done {
@@ -316,17 +318,48 @@ func assertCounts(t *testing.T, who string, fx *effectCounter, want map[string]i
 	}
 }
 
-// buildBinary builds this command into a temporary directory. Under -race
-// the binary is built with -race too: it then reuses the packages the test
-// binary was just compiled from (only linking is left), and the child
-// processes of the demo run under the race detector as well.
+// built is the binary buildBinary built, once per test binary.
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// buildBinary builds this command once per test binary, into a temporary
+// directory removed when the tests end. Under -race the binary is built with
+// -race too: it then reuses the packages the test binary was just compiled
+// from (only linking is left), and the child processes of the demo run under
+// the race detector as well.
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	built.once.Do(func() { built.bin, built.err = build(binDir) })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// binDir holds the built binary; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "incident-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir) // a temporary directory: nothing to report if it lingers
+	os.Exit(code)
+}
+
+func build(dir string) (string, error) {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
-	bin := filepath.Join(t.TempDir(), "incident")
+	bin := filepath.Join(dir, "incident")
 	args := []string{"build", "-o", bin}
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
@@ -338,9 +371,9 @@ func buildBinary(t *testing.T) string {
 	cmd := exec.Command("go", append(args, "./examples/incident")...)
 	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
 }
 
 // runBinary runs the binary and returns its output and exit status.

@@ -13,6 +13,7 @@
 //	incident verify <id>          re-fold the stored log and compare bytes
 //	incident fork <id> [-at seq]  copy the log up to a point into a new branch
 //	incident log <id>             one line per stored event
+//	incident serve -token T       serve the wire ABI for loom start/resume/…
 //
 // Every command takes -db FILE (default incident.db). Exit status: 0 on
 // success, 1 on failure, 2 on a usage error.
@@ -57,6 +58,7 @@ var commands = []command{
 	{"verify", "<id> [-db FILE]", "re-fold the stored log and compare it byte for byte with the runtime's state", cmdVerify},
 	{"fork", "<id> [-db FILE] [-at SEQ] [-id ID] [-simulate=false]", "copy the log up to SEQ (default: the approval gate) into a new execution", cmdFork},
 	{"log", "<id> [-db FILE]", "print one line per stored event", cmdLog},
+	{"serve", "[-db FILE] [-addr HOST:PORT] [-token T] [-as NAME]", "serve the Loom wire ABI (JSON-RPC over HTTP, bearer token) until interrupted", cmdServe},
 }
 
 // cli is one invocation: where it writes and which database it uses.
@@ -174,7 +176,11 @@ type session struct {
 
 // open opens the database and a runtime over it. Unless create is set the
 // file must exist, so a mistyped -db is reported rather than created.
-func (c *cli) open(create bool) (*session, error) {
+func (c *cli) open(create bool) (*session, error) { return c.openWith(create, nil) }
+
+// openWith is open with a last word on the runtime's configuration (serve
+// adds a resume authenticator).
+func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) {
 	if !create {
 		if _, err := os.Stat(c.db); err != nil {
 			return nil, fmt.Errorf("no database at %s: start an incident first (incident start -db %s), or pass the right -db", c.db, c.db)
@@ -185,14 +191,18 @@ func (c *cli) open(create bool) (*session, error) {
 		return nil, fmt.Errorf("opening %s: %w", c.db, err)
 	}
 	fx := newEffectCounter()
-	rt, err := loom.New(loom.Config{
+	cfg := loom.Config{
 		Events:     st.Events,
 		Snapshots:  st.Snapshots,
 		Branches:   st.Branches,
 		Flows:      []*loom.Flow{newRemediateFlow(fx)},
 		Durability: loom.StepDurable,
 		Logger:     slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	rt, err := loom.New(cfg)
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}

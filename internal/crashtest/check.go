@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
@@ -192,7 +193,7 @@ func recoverRun(ctx context.Context, s Stores, c Case, counters *Counters, logs 
 		if on := parkedOn(st); on != Gate {
 			return loom.Result{}, fmt.Errorf("recovered execution parked on %q, want %q", on, Gate)
 		}
-		if err := rt.Resume(ctx, ExecutionID, loom.ResumeEvent{EventType: Gate, Payload: ApprovalPayload}); err != nil {
+		if err := answerGate(ctx, rt); err != nil {
 			return loom.Result{}, fmt.Errorf("answering the gate: %w", err)
 		}
 	}
@@ -204,4 +205,22 @@ func recoverRun(ctx context.Context, s Stores, c Case, counters *Counters, logs 
 		return res, fmt.Errorf("ended %s", res.Status)
 	}
 	return res, rt.Close()
+}
+
+// answerGate resumes the gate. A recovery whose store hides events (the
+// kit's own failure tests) may report a park before the live run reaches
+// it: a not-suspended refusal is retried once the run has settled.
+func answerGate(ctx context.Context, rt *loom.Runtime) error {
+	for attempt := 0; ; attempt++ {
+		err := rt.Resume(ctx, ExecutionID, loom.ResumeEvent{EventType: Gate, Payload: ApprovalPayload})
+		var rr *loom.ResumeRefusedError
+		if !errors.As(err, &rr) || rr.Reason != loom.RefusedNotSuspended || attempt >= 100 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
 }

@@ -84,6 +84,23 @@ func TestTimerStoreConformance(t *testing.T) {
 	})
 }
 
+func TestContentStoreConformance(t *testing.T) {
+	open := func(t *testing.T, path string) store.ContentStore {
+		s, err := OpenContentStore(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	storetest.RunContentStore(t, storetest.ContentStoreFactory{
+		New: func(t *testing.T) store.ContentStore { return open(t, filepath.Join(t.TempDir(), "content.db")) },
+		Reopen: func(t *testing.T, closed store.ContentStore) store.ContentStore {
+			return open(t, closed.(*ContentStore).Path())
+		},
+		Count: func(t *testing.T, s store.ContentStore) int { return countContentRows(t, s.(*ContentStore).DB()) },
+	})
+}
+
 // TestTimerDueDefaultLimit: a limit below 1 returns DefaultDueLimit timers.
 func TestTimerDueDefaultLimit(t *testing.T) {
 	s := openTestDB(t).TimerStore()

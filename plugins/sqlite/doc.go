@@ -1,6 +1,6 @@
 // Package sqlite is Loom's embedded storage: the event log, snapshots,
-// branch refs and durable timers in one SQLite file, through
-// modernc.org/sqlite.
+// branch refs, durable timers and claim-checked content in one SQLite file,
+// through modernc.org/sqlite.
 //
 // # Use
 //
@@ -8,14 +8,14 @@
 //
 //	st, err := sqlite.Storage(sqlite.StorageOptions{Path: "loom.db"})
 //	if err != nil { … }
-//	// run with st.Events, st.Snapshots, st.Branches, st.Timers, then
+//	// run with st.Events, st.Snapshots, st.Branches, st.Timers, st.Content, then
 //	err = st.Close() // commits what is queued, closes the file
 //
 // Open returns a *DB to take the stores one by one (DB.EventStore,
-// DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore); OpenEventStore and
-// its siblings open a file for a single store that owns it. Every store
-// passes the store/storetest conformance kits and implements every optional
-// capability of its SPI.
+// DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.ContentStore);
+// OpenEventStore and its siblings open a file for a single store that owns
+// it. Every store passes the store/storetest conformance kits and
+// implements every optional capability of its SPI.
 //
 // # Durability: WAL and synchronous
 //
@@ -54,9 +54,9 @@
 // handing the leadership on, which bounds its caller's latency. A caller
 // whose context ends while its batch is still queued gets ctx.Err() and
 // nothing is written; once a leader has taken the batch, the caller waits
-// for the outcome. Snapshot, ref, timer, fence, fork and delete writes use
-// the same connection, each in its own transaction. DB.WriteStats counts committed
-// transactions, batches and events.
+// for the outcome. Snapshot, ref, timer, content, fence, fork and delete
+// writes use the same connection, each in its own transaction.
+// DB.WriteStats counts committed transactions, batches and events.
 //
 // The writer remembers the length of the logs it wrote (lengthCache), so a
 // sequence check costs no query; it trusts that memory only while no other
@@ -78,7 +78,10 @@
 // seek on the events key, rather than a column every append would rewrite.
 // Timers live in the timers table, one row per key (Put is an upsert,
 // Delete a compare-and-delete on wake_at), and Due reads the (wake_at, key)
-// index in order up to its LIMIT on the read pool.
+// index in order up to its LIMIT on the read pool. Blobs live in the content
+// table, one row per ref (Put is INSERT OR IGNORE, a stored ref is answered
+// from the read pool with no write), and Get re-hashes what it reads,
+// refusing altered bytes with *store.ContentCorruptError.
 //
 // # Why modernc.org/sqlite
 //

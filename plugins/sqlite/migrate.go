@@ -102,6 +102,17 @@ var schemaMigrations = []migration{
 		)`,
 		`CREATE INDEX timers_due ON timers (wake_at, key)`,
 	}},
+	{5, "content", []string{
+		// One row per claim-checked blob, keyed by its ref (the SHA-256 of
+		// data) and written once: Put is INSERT OR IGNORE. size is
+		// len(data), which Get checks along with the digest. A rowid table,
+		// like snapshots: blobs are large, which WITHOUT ROWID handles badly.
+		`CREATE TABLE content (
+			ref  TEXT NOT NULL PRIMARY KEY,
+			size INTEGER NOT NULL,
+			data BLOB NOT NULL
+		)`,
+	}},
 }
 
 // migrate brings the schema up to the last step of list, one transaction per

@@ -1,8 +1,9 @@
 // Package memstore holds the in-memory reference implementations of the
 // storage SPIs: EventStore (with every optional capability: RangeReader,
 // Subscriber, PrefixCopier, ExecutionDeleter and Fencer), SnapshotStore (with
-// SnapshotLister, SnapshotPruner and SnapshotDeleter), BranchRegistry and
-// TimerStore.
+// SnapshotLister, SnapshotPruner and SnapshotDeleter), BranchRegistry,
+// TimerStore and ContentStore (with ContentDeleter; it trusts its memory and
+// does not re-hash on Get).
 //
 // They are what the kernel's own tests and simulations run on, and they pass
 // the storetest conformance kits with no skips, so their behaviour is the

@@ -60,6 +60,38 @@ func TestTimerStoreConformance(t *testing.T) {
 	})
 }
 
+// TestContentStoreConformance runs the ContentStore kit with the default
+// cap, counting blobs through Stats.
+func TestContentStoreConformance(t *testing.T) {
+	storetest.RunContentStore(t, storetest.ContentStoreFactory{
+		New:   func(*testing.T) store.ContentStore { return memstore.NewContentStore() },
+		Count: countContent,
+	})
+}
+
+// TestContentStoreConformanceSmallCap runs the ContentStore kit with a
+// 64 KiB cap set through WithMaxContentBytes, so the kit also stores a blob
+// of exactly the cap.
+func TestContentStoreConformanceSmallCap(t *testing.T) {
+	const limit = 64 << 10
+	storetest.RunContentStore(t, storetest.ContentStoreFactory{
+		New: func(*testing.T) store.ContentStore {
+			return memstore.NewContentStore(memstore.WithMaxContentBytes(limit))
+		},
+		Count:    countContent,
+		MaxBytes: limit,
+	})
+}
+
+// countContent counts the blobs of a memstore.ContentStore.
+func countContent(t *testing.T, s store.ContentStore) int {
+	n, _, err := s.(*memstore.ContentStore).Stats()
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	return n
+}
+
 // TestTimerDueDefaultLimit: a limit below 1 returns DefaultDueLimit timers.
 func TestTimerDueDefaultLimit(t *testing.T) {
 	s := newTimerStore(t)

@@ -26,6 +26,8 @@
 //		})
 //		storetest.RunSnapshotStore(t, storetest.SnapshotStoreFactory{New: ...})
 //		storetest.RunBranchRegistry(t, storetest.BranchRegistryFactory{New: ...})
+//		storetest.RunTimerStore(t, storetest.TimerStoreFactory{New: ...})
+//		storetest.RunContentStore(t, storetest.ContentStoreFactory{New: ...})
 //	}
 //
 // Each kit runs named subtests (t.Run) and calls New once per subtest, so
@@ -34,7 +36,8 @@
 // already closed) fails the subtest. A subtest that needs an
 // optional capability (store.RangeReader, store.Subscriber,
 // store.PrefixCopier, store.ExecutionDeleter, store.Fencer,
-// store.SnapshotLister, store.SnapshotPruner, store.SnapshotDeleter) calls
+// store.SnapshotLister, store.SnapshotPruner, store.SnapshotDeleter,
+// store.ContentDeleter) calls
 // t.Skip naming it when the store lacks it. The Reopen subtests run only when
 // the factory sets Reopen; the kit logs that they were left out otherwise.
 //
@@ -54,6 +57,9 @@
 //     Subscription.Close, on the end of their context and on the store's
 //     Close, and leave no goroutine behind (checked with goleak once the
 //     store is closed, so a store's own goroutines must end with Close).
+//   - Content refs are event.SHA256 of the bytes, a duplicate Put stores
+//     nothing new, and a malformed ref is simply not found (never a panic,
+//     an error of another kind, or a blob it resembles).
 //   - Fence tokens are per execution and, for a durable store, survive a
 //     reopen: a token acquired before the reopen is stale after a new one.
 //

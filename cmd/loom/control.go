@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/wire"
+)
+
+// defaultAddr is where an app serving the wire ABI listens by convention.
+const defaultAddr = "127.0.0.1:7070"
+
+// remote holds the flags of the control commands.
+type remote struct {
+	addr, token string
+	timeout     time.Duration
+}
+
+func (r *remote) flags(cmd *cobra.Command) {
+	addr := os.Getenv("LOOM_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	cmd.Flags().StringVar(&r.addr, "addr", addr, "the app's wire ABI: `host:port` or a URL (default $LOOM_ADDR, else "+defaultAddr+")")
+	cmd.Flags().StringVar(&r.token, "token", os.Getenv("LOOM_TOKEN"), "the bearer `token` (default $LOOM_TOKEN, which keeps it off the command line)")
+	cmd.Flags().DurationVar(&r.timeout, "timeout", 2*time.Minute, "give up on the app after this `duration`")
+}
+
+// call bounds one call to the app by --timeout.
+func (r *remote) call(c *cli) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, max(r.timeout, time.Second))
+}
+
+func (r *remote) client() (*wire.Client, error) {
+	c, err := wire.NewClient(r.addr, wire.WithToken(r.token))
+	if err != nil {
+		return nil, usagef("--addr: %v", err)
+	}
+	return c, nil
+}
+
+// reach explains a transport failure: nothing answered at --addr.
+func (r *remote) reach(err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the app at %s did not answer within --timeout %s; the call may still have taken effect: check with loom state or loom logs", r.addr, r.timeout)
+	}
+	var ne net.Error
+	var oe *net.OpError
+	if errors.As(err, &oe) || errors.As(err, &ne) {
+		return fmt.Errorf("no Loom wire ABI answered at %s (%v): start the app's server (for example: incident serve -addr %s -token …) or pass --addr", r.addr, err, r.addr)
+	}
+	return err
+}
+
+func (c *cli) handshakeCommand() *cobra.Command {
+	var r remote
+	cmd := &cobra.Command{
+		Use:   "handshake",
+		Short: "Ask a running app which wire ABI, kernel ABI and syscalls it speaks",
+		Args:  c.args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := r.call(c)
+			defer cancel()
+			h, err := cl.Handshake(ctx)
+			if err != nil {
+				return r.reach(err)
+			}
+			if c.json {
+				return c.printJSON(h)
+			}
+			t := newTable(c.stdout, "Server", cl.Endpoint())
+			t.row("Wire ABI", h.WireABIVersion)
+			t.row("Kernel ABI", h.KernelABIVersion)
+			t.row("Syscalls", fmt.Sprint(h.Syscalls))
+			t.row("Event schema", h.EventSchemaVersion)
+			t.row("Methods", fmt.Sprint(h.Methods))
+			if m, ok := checkWire(h.WireABIVersion); !ok {
+				t.row("Warning", m.String()+": this loom may not understand it")
+			}
+			return t.flush()
+		},
+	}
+	r.flags(cmd)
+	return cmd
+}
+
+func (c *cli) startCommand() *cobra.Command {
+	var (
+		r         remote
+		input, id string
+		wait      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "start <flow>",
+		Short: "Start an execution of a flow in a running app",
+		Long: `start asks the app at --addr to start an execution of <flow> with --input
+(JSON, default null) and, with --id, under that execution id (refused with
+exit 5 if it is taken). By default it waits until the execution parks or
+ends (within the server's call timeout); --wait=false returns once the start
+is durable.`,
+		Args: c.args("flow"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			raw, err := jsonFlag("--input", input, `'{"item": "tea", "qty": 2}'`)
+			if err != nil {
+				return err
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := r.call(c)
+			defer cancel()
+			res, err := cl.Start(ctx, wire.StartParams{FlowID: a[0], Input: raw, ExecutionID: id, Wait: wait})
+			if err != nil {
+				return r.reach(err)
+			}
+			if c.json {
+				return c.printJSON(res)
+			}
+			fmt.Fprintf(c.stdout, "Started %s (flow %s).\n", res.ExecutionID, a[0])
+			return c.printSettled(res.ExecutionID, res.State, wait)
+		},
+	}
+	r.flags(cmd)
+	cmd.Flags().StringVar(&input, "input", "", "the flow's input as `JSON` (default null)")
+	cmd.Flags().StringVar(&id, "id", "", "start under this execution `id` (default: one the runtime mints)")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the execution parks or ends")
+	return cmd
+}
+
+func (c *cli) resumeCommand() *cobra.Command {
+	var (
+		r                           remote
+		eventType, payload, credArg string
+		wait                        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "resume <id> --event TYPE [--payload JSON]",
+		Short: "Answer the gate an execution is parked on",
+		Long: `resume sends a resume event to the execution through the app's ingress gate
+(spec §5): --event must name the gate it is parked on, and --payload (JSON)
+must satisfy the gate's resume schema, if the flow declares one. A refusal
+records nothing and exits 5. --credentials goes to the app's resume
+authenticator and is never recorded.`,
+		Args: c.args("id"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if eventType == "" {
+				return usagef("--event is required: the gate the execution is parked on (loom state %s shows it)", a[0])
+			}
+			raw, err := jsonFlag("--payload", payload, `'{"approved": true}'`)
+			if err != nil {
+				return err
+			}
+			cred, err := jsonFlag("--credentials", credArg, `'{"user": "ann"}'`)
+			if err != nil {
+				return err
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := r.call(c)
+			defer cancel()
+			res, err := cl.Resume(ctx, wire.ResumeParams{ExecutionID: a[0], EventType: eventType, Payload: raw, Credentials: cred, Wait: wait})
+			if err != nil {
+				return r.reach(err)
+			}
+			if c.json {
+				return c.printJSON(res)
+			}
+			fmt.Fprintf(c.stdout, "Resumed %s at gate %s.\n", a[0], eventType)
+			return c.printSettled(a[0], res.State, wait)
+		},
+	}
+	r.flags(cmd)
+	cmd.Flags().StringVar(&eventType, "event", "", "the gate to answer (the resume's event `type`)")
+	cmd.Flags().StringVar(&payload, "payload", "", "the answer as `JSON` (default null)")
+	cmd.Flags().StringVar(&credArg, "credentials", "", "`JSON` for the app's resume authenticator (never recorded)")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the execution parks again or ends")
+	return cmd
+}
+
+func (c *cli) cancelCommand() *cobra.Command {
+	var (
+		r      remote
+		reason string
+	)
+	cmd := &cobra.Command{
+		Use:   "cancel <id>",
+		Short: "Cancel an execution (EXECUTION_CANCELLED)",
+		Args:  c.args("id"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := r.call(c)
+			defer cancel()
+			res, err := cl.Cancel(ctx, wire.CancelParams{ExecutionID: a[0], Reason: reason})
+			if err != nil {
+				return r.reach(err)
+			}
+			if c.json {
+				return c.printJSON(res)
+			}
+			fmt.Fprintf(c.stdout, "Cancelled %s; the cancel is durable.\n", res.ExecutionID)
+			return nil
+		},
+	}
+	r.flags(cmd)
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded on EXECUTION_CANCELLED")
+	return cmd
+}
+
+func (c *cli) forkCommand() *cobra.Command {
+	var (
+		r              remote
+		at             int64
+		id             string
+		simulate, wait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "fork <id> --at SEQ",
+		Short: "Copy an execution's log up to a sequence into a new execution",
+		Long: `fork copies the events [0..SEQ] of an execution into a new one (--id, or a
+fresh id) that then runs on its own: the original is untouched and there is
+no merge. --simulate makes every drive of the fork a simulation, in which
+steps with side effects run their simulation.`,
+		Args: c.args("id"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if !cmd.Flags().Changed("at") || at < 0 {
+				return usagef("--at is required: the last sequence to copy (loom logs %s lists them)", a[0])
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := r.call(c)
+			defer cancel()
+			res, err := cl.Fork(ctx, wire.ForkParams{ExecutionID: a[0], At: &at, ForkID: id, Simulate: simulate, Wait: wait})
+			if err != nil {
+				return r.reach(err)
+			}
+			if c.json {
+				return c.printJSON(res)
+			}
+			mode := ""
+			if simulate {
+				mode = " as a simulation"
+			}
+			fmt.Fprintf(c.stdout, "Forked %s at #%d into %s%s; the original is untouched.\n", a[0], at, res.ExecutionID, mode)
+			return c.printSettled(res.ExecutionID, res.State, wait)
+		},
+	}
+	r.flags(cmd)
+	cmd.Flags().Int64Var(&at, "at", 0, "the last `sequence` to copy")
+	cmd.Flags().StringVar(&id, "id", "", "the fork's execution `id` (default: a fresh one)")
+	cmd.Flags().BoolVar(&simulate, "simulate", false, "drive the fork in simulate mode")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the fork parks or ends")
+	return cmd
+}
+
+// jsonFlag validates a JSON flag; empty means absent.
+func jsonFlag(name, value, example string) (json.RawMessage, error) {
+	if value == "" {
+		return nil, nil
+	}
+	if !json.Valid([]byte(value)) {
+		return nil, usagef("%s is not JSON; quote it for the shell, for example %s %s", name, name, example)
+	}
+	return json.RawMessage(value), nil
+}
+
+// printSettled says where an execution stands after a waited call.
+func (c *cli) printSettled(id string, state json.RawMessage, waited bool) error {
+	if !waited {
+		return nil
+	}
+	if len(state) == 0 {
+		fmt.Fprintf(c.stdout, "%s is still running; follow it with: loom logs %s --follow --store <file>\n", id, id)
+		return nil
+	}
+	st, err := fold.Decode(state)
+	if err != nil {
+		return err
+	}
+	switch st.Status {
+	case fold.StatusSuspended:
+		on := "?"
+		if st.Variables.SuspendedOn != nil {
+			on = st.Variables.SuspendedOn.On
+		}
+		fmt.Fprintf(c.stdout, "%s is parked on gate %s (#%d). Answer with: loom resume %s --event %s --payload JSON\n", id, on, st.Sequence, id, on)
+	case fold.StatusCompleted:
+		fmt.Fprintf(c.stdout, "%s completed (#%d): %s\n", id, st.Sequence, short(st.Variables.Output, 200))
+	case fold.StatusFailed:
+		fmt.Fprintf(c.stdout, "%s failed (#%d): %s\n", id, st.Sequence, short(st.Variables.Error, 200))
+	default:
+		fmt.Fprintf(c.stdout, "%s is %s (#%d).\n", id, st.Status, st.Sequence)
+	}
+	return nil
+}

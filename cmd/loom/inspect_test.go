@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/loom-kernel/loom/fold"
+)
+
+// chromiumPath finds Debian's chromium. The browser test never skips: a
+// machine without it fails, pointing at the script that installs it.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("chromium is not installed, and the inspector is tested in a real browser: run ./scripts/test.sh, " +
+		"which installs Debian's chromium (apt-get install -y chromium) before the tests")
+	return ""
+}
+
+// browser starts a headless Chromium with a fresh profile.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox, // the test machine runs as root, where Chromium's sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 1000),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// shows is the condition that the state pane shows execution id at seq.
+func shows(id string, seq int64) string {
+	return fmt.Sprintf(`document.querySelector('#state-pane').dataset.execution === %q && document.querySelector('#state-pane').dataset.seq === '%d'`, id, seq)
+}
+
+// waitJS waits until a JavaScript expression is true, failing after d with
+// what the page shows.
+func waitJS(t *testing.T, ctx context.Context, what, expr string, d time.Duration) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(d))); err != nil {
+		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, body)
+	}
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(sel))
+	if err != nil {
+		t.Fatalf("reading %s: %v", sel, err)
+	}
+	return s
+}
+
+// TestInspectorInBrowser runs `loom inspect` on a store a real runtime
+// wrote and drives the page in headless Chromium: the list, a timeline, the
+// slider moving the state pane back and forth in time, the typed error,
+// the decision, the gate with who answered it, a fork and the branch refs,
+// then a live update while another process appends to the log.
+func TestInspectorInBrowser(t *testing.T) {
+	bin, fx := setup(t)
+	ctx := browser(t)
+	path := copyStore(t, fx.path)
+	log := readLog(t, path, "order-1")
+	last := len(log) - 1
+
+	srv := startLoom(t, bin, "inspect", "--store", path)
+	line := srv.waitLine(t, "Inspecting ", 30*time.Second)
+	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+/) \(read-only`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no loopback URL in %q", line)
+	}
+	url := m[1]
+
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(tctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	run("open the page", chromedp.Navigate(url), chromedp.WaitVisible(`#executions li[data-id="order-1"]`))
+	if refs := text(t, ctx, "#refs"); !strings.Contains(refs, "main → order-1") || !strings.Contains(refs, "what-if → order-1-what-if") {
+		t.Fatalf("branch refs: %q", refs)
+	}
+	if list := text(t, ctx, "#executions"); !strings.Contains(list, "parked on approve") || !strings.Contains(list, "fork of order-1 @#") {
+		t.Fatalf("execution list: %q", list)
+	}
+
+	run("select order-1", chromedp.Click(`#executions li[data-id="order-1"] a`))
+	waitJS(t, ctx, "the latest state of order-1", shows("order-1", int64(last))+` && document.querySelector('#state-status').textContent === 'completed'`, 20*time.Second)
+	if n := countJS(t, ctx, `#timeline li`); n != len(log) {
+		t.Fatalf("the timeline shows %d events, the log holds %d", n, len(log))
+	}
+	gates := text(t, ctx, "#gates")
+	if !strings.Contains(gates, fmt.Sprintf("approve — parked at #%d", fx.parkAt)) || !strings.Contains(gates, `by {"user":"alice"}`) ||
+		!strings.Contains(gates, `{"approved":true}`) || !strings.Contains(gates, "2026-01-05") {
+		t.Fatalf("the gate pane does not say who answered and when: %q", gates)
+	}
+	if frames := text(t, ctx, "#frames"); !strings.Contains(frames, `typed error on out-of-stock: {"backorderDays":3,"item":"rare-tea"}`) ||
+		!strings.Contains(frames, `"ch-14"`) {
+		t.Fatalf("the frames pane: %q", frames)
+	}
+	if d := text(t, ctx, "#decisions"); !strings.Contains(d, "carrier") || !strings.Contains(d, `"dhl"`) {
+		t.Fatalf("the decisions pane: %q", d)
+	}
+
+	// Move the slider: to the start, one step on, then back to the park.
+	run("slider to the start", chromedp.Focus("#seq"), chromedp.KeyEvent(kb.Home))
+	waitJS(t, ctx, "the state at #0", shows("order-1", 0)+` && document.querySelector('#state-status').textContent === 'running'`, 10*time.Second)
+	if f := text(t, ctx, "#frames"); !strings.Contains(f, "no step started yet") {
+		t.Fatalf("frames at #0: %q", f)
+	}
+	if g := text(t, ctx, "#gates"); !strings.Contains(g, "no gate reached yet") {
+		t.Fatalf("gates at #0: %q", g)
+	}
+	run("slider one step on", chromedp.KeyEvent(kb.ArrowRight))
+	waitJS(t, ctx, "the state at #1", shows("order-1", 1)+` && document.querySelector('#frames').textContent.includes('quote')`, 10*time.Second)
+	var keys []chromedp.Action[chromedp.Void]
+	for range fx.parkAt - 1 {
+		keys = append(keys, chromedp.KeyEvent(kb.ArrowRight))
+	}
+	run("slider to the park", keys...)
+	waitJS(t, ctx, "the state at the park", shows("order-1", fx.parkAt)+` && document.querySelector('#state-status').textContent === 'suspended'`, 10*time.Second)
+	if g := text(t, ctx, "#gates"); !strings.Contains(g, "waiting for an answer") {
+		t.Fatalf("the gate at the park: %q", g)
+	}
+	if n := countJS(t, ctx, `#timeline li.future`); n != last-int(fx.parkAt) {
+		t.Fatalf("%d timeline rows dimmed as future at the park, want %d", n, last-int(fx.parkAt))
+	}
+
+	// The fork: its lineage, its marker, and the other answer.
+	run("open the fork", chromedp.Click(`#executions li[data-id="order-1-what-if"] a`))
+	forkLog := readLog(t, path, "order-1-what-if")
+	waitJS(t, ctx, "the fork's latest state", shows("order-1-what-if", int64(len(forkLog)-1))+
+		` && document.querySelector('#exec-header').dataset.execution === 'order-1-what-if'`, 20*time.Second)
+	if l := text(t, ctx, "#exec-lineage"); !strings.Contains(l, fmt.Sprintf("forked from order-1 at #%d (simulation)", fx.parkAt)) {
+		t.Fatalf("the fork's lineage: %q", l)
+	}
+	if f := text(t, ctx, "#forks"); !strings.Contains(f, "fork marker at #") {
+		t.Fatalf("the forks pane: %q", f)
+	}
+	if g := text(t, ctx, "#gates"); !strings.Contains(g, `by {"user":"bob"}`) || !strings.Contains(g, `{"approved":false}`) {
+		t.Fatalf("the fork's gate: %q", g)
+	}
+	if n := countJS(t, ctx, `#timeline li[data-type="__loom_fork__"]`); n != 1 {
+		t.Fatalf("%d fork markers in the fork's timeline", n)
+	}
+
+	// Live: order-2 is parked; another process answers it while the page
+	// watches, and the page follows the log to the end.
+	run("open order-2", chromedp.Click(`#executions li[data-id="order-2"] a`))
+	parked := readLog(t, path, "order-2")
+	waitJS(t, ctx, "order-2 parked", shows("order-2", int64(len(parked)-1))+` && document.querySelector('#live').classList.contains('on')`, 20*time.Second)
+	before := countJS(t, ctx, `#timeline li`)
+	a, err := openApp(path, newStepClock("2026-01-06T09:00:00Z"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	st, err := a.answer(actx, "order-2", "erin", true)
+	cancel()
+	if cerr := a.close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	if st.Status != fold.StatusCompleted {
+		t.Fatalf("order-2 ended %s", st.Status)
+	}
+	waitJS(t, ctx, "the live update",
+		fmt.Sprintf(`document.querySelectorAll('#timeline li').length === %d && document.querySelector('#timeline li[data-type="EXECUTION_COMPLETED"]') !== null`+
+			` && `+shows("order-2", st.Sequence)+` && document.querySelector('#state-status').textContent === 'completed'`+
+			` && document.querySelector('#exec-status').textContent === 'completed'`, st.Sequence+1), 20*time.Second)
+	if int64(before) >= st.Sequence+1 {
+		t.Fatalf("the timeline did not grow: %d → %d", before, st.Sequence+1)
+	}
+	if g := text(t, ctx, "#gates"); !strings.Contains(g, `by {"user":"erin"}`) {
+		t.Fatalf("the live gate: %q", g)
+	}
+	waitJS(t, ctx, "the list follows", `document.querySelector('#executions li[data-id="order-2"] .status').textContent === 'completed'`, 10*time.Second)
+
+	// Back on order-1, just after the gate's answer, for the picture.
+	run("order-1 again", chromedp.Click(`#executions li[data-id="order-1"] a`))
+	waitJS(t, ctx, "order-1 again", shows("order-1", int64(last)), 20*time.Second)
+	var keysBack []chromedp.Action[chromedp.Void]
+	keysBack = append(keysBack, chromedp.Focus("#seq"))
+	for range int64(last) - fx.parkAt - 2 {
+		keysBack = append(keysBack, chromedp.KeyEvent(kb.ArrowLeft))
+	}
+	run("slider to the answer", keysBack...)
+	waitJS(t, ctx, "the answer", shows("order-1", fx.parkAt+2)+` && document.querySelector('#gates').textContent.includes('alice')`, 10*time.Second)
+	saveScreenshot(t, ctx)
+
+	if err := srv.interrupt(t); err != nil {
+		t.Fatalf("loom inspect after Ctrl-C: %v", err)
+	}
+}
+
+func countJS(t *testing.T, ctx context.Context, sel string) int {
+	t.Helper()
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// saveScreenshot keeps a PNG of the page as a test artifact (go test
+// -artifacts keeps it; its path is logged), and refreshes docs/inspector.png
+// when LOOM_UPDATE_SCREENSHOT=1.
+func saveScreenshot(t *testing.T, ctx context.Context) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.ArtifactDir(), "inspector.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+	if os.Getenv("LOOM_UPDATE_SCREENSHOT") == "1" {
+		docs := filepath.Join("..", "..", "docs", "inspector.png")
+		if err := os.WriteFile(docs, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("updated %s", docs)
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loom-kernel/loom/fold"
+)
+
+func (c *cli) stateCommand() *cobra.Command {
+	var (
+		storeSpec string
+		at        int64
+	)
+	cmd := &cobra.Command{
+		Use:   "state <id>",
+		Short: "Show an execution's folded state, now or at any sequence",
+		Long: `state folds an execution's log — from the nearest snapshot, like the
+runtime — and shows the state after the event at --at (default: the last).
+--json prints the canonical JSON (fold.Encode), byte-identical on every
+conforming kernel; otherwise a summary: status, input and output, the gate it
+is parked on, its lineage, steps, decisions and approvals.`,
+		Args: c.args("id"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if !cmd.Flags().Changed("at") {
+				at = -1
+			} else if at < 0 {
+				return usagef("--at must be 0 or more")
+			}
+			return c.withStore(storeSpec, func(s *openedStore) error { return c.state(s, a[0], at) })
+		},
+	}
+	storeFlag(cmd, &storeSpec)
+	cmd.Flags().Int64Var(&at, "at", 0, "the state after the event at this `sequence` (default: the last)")
+	return cmd
+}
+
+func (c *cli) state(s *openedStore, id string, at int64) error {
+	st, err := c.stateAt(s, id, at)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		b, err := fold.Encode(st)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.stdout, "%s\n", b)
+		return err
+	}
+	return c.summarize(s, id, st)
+}
+
+// stateAt is Source.StateAt with messages that say what to do.
+func (c *cli) stateAt(s *openedStore, id string, at int64) (fold.State, error) {
+	st, err := s.StateAt(c.ctx, id, at)
+	if err != nil {
+		return fold.State{}, c.explain(s, id, err)
+	}
+	return st, nil
+}
+
+// summarize prints a readable account of a state.
+func (c *cli) summarize(s *openedStore, id string, st fold.State) error {
+	v := st.Variables
+	flow := ""
+	if head, err := s.Events.ReadFrom(c.ctx, id, 0); err == nil && len(head) > 0 {
+		flow = " (" + head[0].WorkflowID + ")"
+	}
+	t := newTable(c.stdout, "Execution", id+flow)
+	t.row("Status", fmt.Sprintf("%s at #%d, updated %s", st.Status, st.Sequence, stamp(st.UpdatedAt)))
+	started := stamp(st.StartedAt)
+	if len(v.Principal) > 0 {
+		started += " by " + short(v.Principal, 60)
+	}
+	t.row("Started", started)
+	t.row("Input", short(v.Input, 100))
+	if len(v.Output) > 0 {
+		t.row("Output", short(v.Output, 100))
+	}
+	if len(v.Error) > 0 {
+		t.row("Error", short(v.Error, 100))
+	}
+	if st.Status == fold.StatusSuspended && v.SuspendedOn != nil {
+		park := fmt.Sprintf("%s (since #%d)", v.SuspendedOn.On, v.SuspendedOn.Seq)
+		if v.SuspendedOn.WakeAt != nil {
+			park += ", times out " + stamp(*v.SuspendedOn.WakeAt)
+		}
+		t.row("Parked on", park)
+	}
+	if link := lastFork(v.ForkChain); link != nil {
+		fork := fmt.Sprintf("%s at #%d", link.ExecutionID, link.Sequence)
+		if link.Simulate {
+			fork += " (simulation)"
+		}
+		t.row("Fork of", fork)
+	}
+	for _, a := range v.Approvals {
+		t.row("Approval", fmt.Sprintf("%s by %s (#%d)", a.Gate, short(a.Principal, 60), a.Seq))
+	}
+	for _, id := range sortedBySeq(v.Decisions, func(d fold.Decision) int64 { return ptrOr(d.Seq, -1) }) {
+		d := v.Decisions[id]
+		seq := ""
+		if d.Seq != nil {
+			seq = fmt.Sprintf(" (#%d)", *d.Seq)
+		}
+		t.row("Decision", id+" = "+short(d.Choice, 80)+seq)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(st.Frames) == 0 {
+		return nil
+	}
+	fmt.Fprintln(c.stdout)
+	steps := newTable(c.stdout, "STEP", "STATUS", "ATTEMPT", "OUTPUT / ERROR")
+	for _, sid := range sortedBySeq(st.Frames, func(f fold.Frame) int64 { return f.Seq }) {
+		f := st.Frames[sid]
+		result := short(f.Output, 70)
+		switch {
+		case f.ErrorChannel != "":
+			result = "typed error on " + f.ErrorChannel + ": " + short(f.ErrorPayload, 60)
+		case len(f.Error) > 0:
+			result = "error: " + short(f.Error, 70)
+		case len(f.Input) > 0:
+			result = "input: " + short(f.Input, 70)
+		}
+		steps.row(sid, string(f.Status), strconv.FormatInt(f.Attempt, 10), result)
+	}
+	return steps.flush()
+}
+
+// sortedBySeq returns m's keys ordered by seq, then by key.
+func sortedBySeq[V any](m map[string]V, seq func(V) int64) []string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(seq(m[a]), seq(m[b])), cmp.Compare(a, b))
+	})
+	return keys
+}
+
+func ptrOr(p *int64, def int64) int64 {
+	if p == nil {
+		return def
+	}
+	return *p
+}

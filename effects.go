@@ -1,0 +1,173 @@
+package loom
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/loom-kernel/loom/effect"
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+)
+
+// The effect boundary (architecture §5.2): a step's effect — its Invoke,
+// or the registered effect of its tool id — runs inside an effect.Context,
+// through the authorizer (K2) and the middleware chain, under the step's
+// deadline (K8).
+
+// EffectContext returns the effect.Context of the step attempt running
+// under ctx (nil outside an effect): the execution's metered resources, the
+// idempotency key, and Emit for the facts an effect records.
+func EffectContext(ctx context.Context) *effect.Context { return effect.FromContext(ctx) }
+
+// effectOf resolves what a task runs: its own Invoke, or the registered
+// effect of its tool id; in simulate mode its simulation.
+func (r *run) effectOf(t *Task) (effect.Func, error) {
+	invoke := t.Invoke
+	if r.simulate && !t.ReadOnly {
+		if t.Simulate == nil {
+			return nil, &SimulationRefusedError{StepID: t.ID}
+		}
+		invoke = t.Simulate
+	}
+	if invoke != nil {
+		return func(ec *effect.Context, in json.RawMessage) (json.RawMessage, error) {
+			out, err := invoke(ec.Ctx(), in)
+			if err != nil {
+				return nil, err
+			}
+			raw, err := json.Marshal(out)
+			if err != nil {
+				return nil, fmt.Errorf("encoding output: %w", err)
+			}
+			return raw, nil
+		}, nil
+	}
+	if r.simulate {
+		return nil, &SimulationRefusedError{StepID: t.ID}
+	}
+	return r.rt.cfg.Effects.Lookup(t.ToolID)
+}
+
+// effectContext builds the attempt's effect.Context and its context: the
+// scope's, carrying the context itself and the idempotency key, bounded by
+// the step's timeout and Config.MaxEffectTime.
+func (r *run) effectContext(c *Context, t *Task, attempt int64) (*effect.Context, context.CancelFunc) {
+	var resources fold.Resources
+	c.state(func(s *fold.State) {
+		if s.Variables.Resources != nil {
+			resources = *s.Variables.Resources
+		}
+	})
+	ctx, cancel := c.scope.ctx, context.CancelFunc(func() {})
+	if d := effectTimeout(t.Timeout, r.rt.cfg.MaxEffectTime); d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+	}
+	kind := t.Kind
+	if kind == "" {
+		kind = "step"
+	}
+	base := effect.Context{ExecutionID: r.x.id, StepID: t.ID, ToolID: t.ToolID, Kind: kind, Attempt: attempt,
+		IdempotencyKey: effect.IdempotencyKey(r.x.id, t.ID, attempt), Resources: resources,
+		Principal: principalOf(r.ctx)}
+	var ec *effect.Context
+	ec = effect.NewContext(ctx, base, effect.Hooks{
+		Emit: func(typ string, payload any) error { return r.effectEmit(c, ec, typ, payload) },
+		Retrying: func(cause error, delay time.Duration) (int64, error) {
+			return r.retrying(t.ID, ec.Attempt, cause, delay)
+		},
+	})
+	return ec, cancel
+}
+
+func effectTimeout(step, bound time.Duration) time.Duration {
+	switch {
+	case step > 0 && bound > 0:
+		return min(step, bound)
+	case step > 0:
+		return step
+	}
+	return bound
+}
+
+// effectEmit appends a fact from an effect (spec §5): validated like a
+// flow's emit, never stamped, and a DECISION_RECORDED id moved into the
+// step attempt's namespace so it can never answer the flow's ctx.Decide.
+func (r *run) effectEmit(c *Context, ec *effect.Context, typ string, payload any) error {
+	raw, err := marshalPayload(payload)
+	if err != nil {
+		return &EmitRefusedError{EventType: typ, Reason: "payload has no JSON form: " + err.Error()}
+	}
+	raw = orNull(raw)
+	if typ == event.DecisionRecorded {
+		if raw, err = namespacedDecision(ec, raw); err != nil {
+			return err
+		}
+	}
+	var verr error
+	c.state(func(s *fold.State) { verr = validateUserspaceEmit(typ, raw, s) })
+	if verr != nil {
+		return verr
+	}
+	_, err = r.j.commit(typ, raw, nil)
+	return err
+}
+
+// namespacedDecision rewrites an effect-written decision id to
+// effect:<stepId>#<attempt>:<id>.
+func namespacedDecision(ec *effect.Context, raw json.RawMessage) (json.RawMessage, error) {
+	var p map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(raw, &p) != nil || json.Unmarshal(p["decisionId"], &id) != nil || id == "" {
+		return nil, &EmitRefusedError{EventType: event.DecisionRecorded, Reason: "payload must be an object with a decisionId"}
+	}
+	if strings.HasPrefix(id, "__loom_") {
+		return nil, &EmitRefusedError{EventType: event.DecisionRecorded, Reason: "decision ids starting with __loom_ are reserved"}
+	}
+	p["decisionId"] = marshalJSON(fmt.Sprintf("effect:%s#%d:%s", ec.StepID, ec.Attempt, id))
+	return json.Marshal(p)
+}
+
+// retrying records STEP_RETRYING for a failed attempt and returns the next
+// attempt's number.
+func (r *run) retrying(stepID string, attempt int64, cause error, delay time.Duration) (int64, error) {
+	next := attempt + 1
+	payload := map[string]any{"stepId": stepID, "attempt": next, "error": map[string]any{"message": cause.Error()},
+		"delayMs": delay.Milliseconds()}
+	if _, err := r.j.commit(event.StepRetrying, payload, nil); err != nil {
+		return 0, err
+	}
+	return next, nil
+}
+
+// authorizeEffect asks the K2 authorizer; a denial is recorded as
+// EFFECT_DENIED and returned as the step's failure.
+func (r *run) authorizeEffect(c *Context, ec *effect.Context, t *Task) error {
+	az := r.rt.cfg.EffectAuthorizer
+	if az == nil {
+		return nil
+	}
+	err := az.Authorize(ec.Ctx(), effect.Request{ToolID: toolOf(t), ExecutionID: r.x.id, FlowID: r.flow.ID,
+		StepID: t.ID, Principal: ec.Principal})
+	if err == nil {
+		return nil
+	}
+	var denied *effect.CapabilityDeniedError
+	if !errors.As(err, &denied) {
+		denied = &effect.CapabilityDeniedError{ToolID: toolOf(t), StepID: t.ID, Reason: err.Error()}
+	}
+	r.commit(event.EffectDenied, map[string]any{"stepId": t.ID, "toolId": toolOf(t), "reason": bounded(denied.Reason)}, nil)
+	return denied
+}
+
+// toolOf is the id an effect is authorized as: its tool id, or its step id
+// for a step with its own Invoke.
+func toolOf(t *Task) string {
+	if t.ToolID != "" {
+		return t.ToolID
+	}
+	return t.ID
+}

@@ -1,0 +1,335 @@
+// Loom inspector: plain JavaScript, no build step, no dependencies.
+// Everything shown is read from the JSON API, which folds the event log;
+// the page never writes.
+'use strict';
+
+const $ = (sel) => document.querySelector(sel);
+const MAX_EVENT_PAGES = 40; // 40 pages of 500: the timeline holds 20,000 events at most
+
+const view = {
+  executions: [],     // listings loaded so far
+  next: '',           // cursor of the next listing page
+  selected: null,     // execution id
+  events: [],         // its log, in order
+  seq: -1,            // the slider's sequence
+  following: true,    // the slider sits at the end and moves with the log
+  live: null,         // EventSource of the selected execution
+  stateRequest: 0,    // drops answers to older state requests
+  truncated: false,
+};
+
+// ---- the JSON API ---------------------------------------------------------
+
+async function api(path, params) {
+  const q = new URLSearchParams(params || {});
+  const resp = await fetch('api/' + path + '?' + q.toString(), { headers: { Accept: 'application/json' } });
+  const body = await resp.json().catch(() => ({ error: resp.statusText }));
+  if (!resp.ok) throw new Error(body.error || resp.statusText);
+  return body;
+}
+
+// ---- small rendering helpers ---------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null) continue;
+    if (k === 'class') n.className = v;
+    else if (k === 'text') n.textContent = v;
+    else if (k.startsWith('data-')) n.setAttribute(k, v);
+    else n[k] = v;
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    n.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return n;
+}
+
+function json(v, max) {
+  if (v === undefined) return '';
+  let s = JSON.stringify(v);
+  if (max && s.length > max) s = s.slice(0, max - 1) + '…';
+  return s;
+}
+
+function time(ms) {
+  if (!ms) return '';
+  return new Date(ms).toISOString().replace('T', ' ').replace('Z', ' UTC');
+}
+
+function statusBadge(node, status) {
+  node.textContent = status || '';
+  node.className = 'status s-' + (status || 'none');
+}
+
+function none(text) { return el('p', { class: 'none', text }); }
+
+function execLink(id, label) {
+  return el('a', { href: '#/x/' + encodeURIComponent(id), 'data-id': id, text: label || id });
+}
+
+function lastLink(chain) {
+  return Array.isArray(chain) && chain.length ? chain[chain.length - 1] : null;
+}
+
+// ---- the execution list and the refs --------------------------------------
+
+async function loadExecutions(more) {
+  const params = { limit: 50 };
+  if (more && view.next) params.after = view.next;
+  const page = await api('executions', params);
+  view.executions = more ? view.executions.concat(page.executions) : page.executions;
+  view.next = page.next || '';
+  renderExecutions();
+}
+
+function renderExecutions() {
+  const ul = $('#executions');
+  ul.replaceChildren();
+  for (const x of view.executions) {
+    const a = execLink(x.executionId);
+    a.replaceChildren();
+    a.append(el('span', { class: 'id', text: x.executionId }));
+    const badge = el('span');
+    statusBadge(badge, x.status);
+    a.append(badge);
+    const parent = lastLink(x.forkChain);
+    const meta = [x.workflowId, x.length + ' events'];
+    if (x.suspendedOn) meta.push('parked on ' + x.suspendedOn);
+    if (parent) meta.push('fork of ' + parent.executionId + ' @#' + parent.sequence);
+    a.append(el('span', { class: 'meta', text: meta.join(' · ') }));
+    if (x.executionId === view.selected) a.classList.add('selected');
+    ul.append(el('li', { 'data-id': x.executionId }, a));
+  }
+  $('#more-executions').hidden = !view.next;
+}
+
+async function loadRefs() {
+  const { refs } = await api('refs');
+  const ul = $('#refs');
+  ul.replaceChildren();
+  if (!refs.length) ul.append(el('li', { class: 'none', text: 'no refs' }));
+  for (const r of refs) {
+    ul.append(el('li', { 'data-ref': r.name }, el('code', { text: r.name }), ' → ', execLink(r.executionId), ' ',
+      el('span', { class: 'muted', text: 'v' + r.version })));
+  }
+}
+
+// ---- one execution --------------------------------------------------------
+
+async function select(id) {
+  if (view.live) { view.live.close(); view.live = null; }
+  setLive(false);
+  view.selected = id;
+  view.events = [];
+  view.truncated = false;
+  renderExecutions();
+  $('#empty').hidden = true;
+  $('#detail').hidden = false;
+  $('#exec-id').textContent = id;
+  $('#timeline').replaceChildren();
+  let from = 0;
+  for (let i = 0; i < MAX_EVENT_PAGES; i++) {
+    const page = await api('events', { id, from, limit: 500 });
+    if (view.selected !== id) return;
+    view.events.push(...page.events);
+    if (page.next === undefined) break;
+    from = page.next;
+    if (i === MAX_EVENT_PAGES - 1) view.truncated = true;
+  }
+  const head = view.events[0];
+  $('#exec-flow').textContent = head ? head.workflowId : '';
+  renderTimeline();
+  moveTo(lastSeq(), true);
+  follow(id);
+}
+
+function lastSeq() {
+  return view.events.length ? view.events[view.events.length - 1].sequence : 0;
+}
+
+// follow opens the live stream from the end of what is loaded.
+function follow(id) {
+  if (view.truncated || typeof EventSource === 'undefined') return;
+  const src = new EventSource('api/live?' + new URLSearchParams({ id, from: lastSeq() + 1 }).toString());
+  view.live = src;
+  src.onopen = () => setLive(true);
+  src.onerror = () => setLive(false);
+  src.addEventListener('envelope', (msg) => {
+    if (view.selected !== id) return;
+    const e = JSON.parse(msg.data);
+    if (view.events.length && e.sequence <= lastSeq()) return; // a replay after a reconnect
+    const wasAtEnd = view.following;
+    view.events.push(e);
+    $('#timeline').append(timelineRow(e, true));
+    updateScrubber();
+    if (wasAtEnd) moveTo(e.sequence, true);
+    else markTimeline();
+    refreshListing(id);
+  });
+}
+
+function setLive(on) {
+  const n = $('#live');
+  n.className = 'live ' + (on ? 'on' : 'off');
+}
+
+// refreshListing updates the selected execution's status in the list and
+// the header, debounced while a burst of events arrives.
+let listingTimer = 0;
+function refreshListing(id) {
+  clearTimeout(listingTimer);
+  listingTimer = setTimeout(async () => {
+    const { state } = await api('state', { id });
+    showLatest(id, state);
+  }, 150);
+}
+
+// showLatest puts an execution's latest state in the list and the header.
+function showLatest(id, state) {
+  const x = view.executions.find((l) => l.executionId === id);
+  if (x) {
+    x.status = state.status;
+    x.length = state.sequence + 1;
+    x.suspendedOn = state.status === 'suspended' && state.variables._suspendedOn ? state.variables._suspendedOn.on : '';
+    renderExecutions();
+  }
+  if (view.selected === id) renderHeader(state);
+}
+
+function renderHeader(latest) {
+  $('#exec-header').dataset.execution = view.selected;
+  statusBadge($('#exec-status'), latest.status);
+  $('#exec-length').textContent = (latest.sequence + 1) + ' events';
+  const lineage = $('#exec-lineage');
+  lineage.replaceChildren();
+  const parent = lastLink(latest.variables._forkChain);
+  if (parent) {
+    lineage.append('forked from ', execLink(parent.executionId), ' at #' + parent.sequence +
+      (parent.simulate ? ' (simulation)' : ''));
+  }
+  const children = view.executions.filter((x) => {
+    const p = lastLink(x.forkChain);
+    return p && p.executionId === view.selected;
+  });
+  if (children.length) {
+    lineage.append(parent ? ' · ' : '', 'forks: ');
+    children.forEach((c, i) => lineage.append(i ? ', ' : '', execLink(c.executionId)));
+  }
+}
+
+// ---- the timeline and the slider -----------------------------------------
+
+function kindOf(type) {
+  if (type === 'EXECUTION_SUSPENDED') return 'suspend';
+  if (type === 'EXECUTION_RESUMED' || type === 'TIMER_FIRED') return 'resume';
+  if (type === 'APPROVAL_GRANTED') return 'approval';
+  if (type === '__loom_fork__') return 'fork';
+  if (type === 'EXECUTION_FAILED' || type === 'STEP_FAILED' || type === 'EXECUTION_CANCELLED') return 'fail';
+  if (type === 'EXECUTION_COMPLETED' || type === 'STEP_COMPLETED') return 'done';
+  return 'other';
+}
+
+function describe(e) {
+  const p = e.payload || {};
+  switch (e.eventType) {
+    case 'STEP_STARTED': case 'STEP_COMPLETED': case 'STEP_RETRYING': case 'STEP_CANCELLED':
+      return p.stepId + (e.eventType === 'STEP_COMPLETED' ? ' → ' + json(p.output, 80) : '');
+    case 'STEP_FAILED':
+      return p.stepId + (p.channel ? ' on channel ' + p.channel + ' ' + json(p.payload, 60) : ' ' + json(p.error, 60));
+    case 'DECISION_RECORDED': return p.decisionId + ' = ' + json(p.choice, 80);
+    case 'EXECUTION_SUSPENDED': return 'parked on ' + p.on;
+    case 'EXECUTION_RESUMED': return (p.eventType || '') + ' ' + json(p.payload, 80);
+    case 'APPROVAL_GRANTED': return json(p.principal, 60) + ' for ' + p.gate;
+    case '__loom_fork__': return 'fork of ' + p.parent + ' at #' + p.at;
+    case 'EXECUTION_STARTED': return 'input ' + json(p.input, 100);
+    case 'EXECUTION_COMPLETED': return 'output ' + json(p.output, 100);
+    default: return json(e.payload, 100);
+  }
+}
+
+function timelineRow(e, fresh) {
+  const li = el('li', { class: 'k-' + kindOf(e.eventType) + (fresh ? ' fresh' : ''), 'data-seq': e.sequence, 'data-type': e.eventType },
+    el('span', { class: 'seq', text: '#' + e.sequence }),
+    el('span', { class: 'type', text: e.eventType }),
+    el('span', { class: 'detail', text: describe(e), title: time(e.timestamp) }));
+  li.addEventListener('click', () => moveTo(e.sequence, false));
+  return li;
+}
+
+function renderTimeline() {
+  const ol = $('#timeline');
+  ol.replaceChildren(...view.events.map((e) => timelineRow(e, false)));
+  updateScrubber();
+}
+
+function updateScrubber() {
+  const slider = $('#seq');
+  slider.min = view.events.length ? view.events[0].sequence : 0;
+  slider.max = lastSeq();
+  $('#timeline-count').textContent = view.events.length + ' events' + (view.truncated ? ' (first pages only)' : '');
+}
+
+function markTimeline() {
+  for (const li of $('#timeline').children) {
+    const s = Number(li.dataset.seq);
+    li.classList.toggle('future', s > view.seq);
+    li.classList.toggle('current', s === view.seq);
+  }
+  $('#follow-note').textContent = view.following ? 'following the log' : 'time-travelling: move to the end to follow';
+}
+
+function moveTo(seq, byLog) {
+  const slider = $('#seq');
+  slider.value = String(seq);
+  view.seq = Number(slider.value);
+  view.following = view.seq === lastSeq();
+  $('#seq-label').textContent = '#' + view.seq;
+  markTimeline();
+  const row = $('#timeline').querySelector('li.current');
+  if (row && !byLog) row.scrollIntoView({ block: 'nearest' });
+  loadState(view.seq);
+}
+
+let slideTimer = 0;
+function onSlide() {
+  const slider = $('#seq');
+  view.seq = Number(slider.value);
+  view.following = view.seq === lastSeq();
+  $('#seq-label').textContent = '#' + view.seq;
+  markTimeline();
+  clearTimeout(slideTimer);
+  slideTimer = setTimeout(() => loadState(view.seq), 40);
+}
+
+// ---- the state pane (rendered by panes.js) ------------------------------
+
+async function loadState(seq) {
+  const id = view.selected;
+  const ticket = ++view.stateRequest;
+  const { state } = await api('state', { id, at: seq });
+  if (ticket !== view.stateRequest || id !== view.selected) return;
+  renderState(state);
+  // What the pane shows, for scripts and tests that read the page.
+  $('#state-pane').dataset.execution = id;
+  $('#state-pane').dataset.seq = String(state.sequence);
+  if (seq === lastSeq()) showLatest(id, state);
+}
+
+// ---- wiring ---------------------------------------------------------------
+
+function route() {
+  const m = location.hash.match(/^#\/x\/(.+)$/);
+  if (m) select(decodeURIComponent(m[1])).catch(showError);
+}
+
+function showError(err) {
+  $('#empty').hidden = false;
+  $('#empty').replaceChildren(el('p', { class: 'typed', text: String(err.message || err) }));
+}
+
+window.addEventListener('hashchange', route);
+$('#seq').addEventListener('input', onSlide);
+$('#more-executions').addEventListener('click', () => loadExecutions(true).catch(showError));
+Promise.all([loadExecutions(false), loadRefs()]).then(route).catch(showError);

@@ -1,0 +1,275 @@
+package inspect
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Page sizes of the JSON API.
+const (
+	DefaultExecutionsPage = 50
+	MaxExecutionsPage     = 500
+	DefaultEventsPage     = 500
+	MaxEventsPage         = 5000
+)
+
+// Options configures New. The defaults (zero values): requests are served
+// only when their Host is a loopback name or address, and nothing is logged.
+type Options struct {
+	// AnyHost serves requests whatever their Host header. Without it a
+	// request for another host is refused (421), which keeps a web page on
+	// another origin from reading the inspector through DNS rebinding.
+	AnyHost bool
+	// Logger receives the errors callers see only as "internal error".
+	Logger *slog.Logger
+}
+
+// Inspector is the web inspector: an http.Handler serving the page (assets
+// embedded in the binary, no CDN, no build step) and its read-only JSON API
+// over a Source. Every request that is not GET or HEAD is refused (405).
+// It is safe for concurrent use.
+type Inspector struct {
+	src    Source
+	opts   Options
+	mux    *http.ServeMux
+	stop   chan struct{}
+	closer sync.Once
+}
+
+// New builds an Inspector over src. It refuses a Source without Events.
+func New(src Source, opts Options) (*Inspector, error) {
+	if src.Events == nil {
+		return nil, errors.New("inspect: Source.Events is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	in := &Inspector{src: src, opts: opts, mux: http.NewServeMux(), stop: make(chan struct{})}
+	static, err := fs.Sub(assets, "assets")
+	if err != nil {
+		return nil, err
+	}
+	in.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
+	in.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "index.html")
+	})
+	in.mux.HandleFunc("GET /api/executions", in.executions)
+	in.mux.HandleFunc("GET /api/events", in.events)
+	in.mux.HandleFunc("GET /api/state", in.state)
+	in.mux.HandleFunc("GET /api/refs", in.refs)
+	in.mux.HandleFunc("GET /api/live", in.live)
+	return in, nil
+}
+
+// Close ends every live stream (so a server shutting down is not held by
+// open pages) and refuses new ones. Other requests are still served.
+func (in *Inspector) Close() { in.closer.Do(func() { close(in.stop) }) }
+
+func (in *Inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	if !in.opts.AnyHost && !loopbackHost(r.Host) {
+		http.Error(w, "the inspector answers only to a loopback host name", http.StatusMisdirectedRequest)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the inspector is read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	in.mux.ServeHTTP(w, r)
+}
+
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Listing is one execution of /api/executions.
+type Listing struct {
+	store.ExecutionInfo
+	Status      fold.Status     `json:"status"`
+	Sequence    int64           `json:"sequence"`
+	UpdatedAt   int64           `json:"updatedAt"`
+	SuspendedOn string          `json:"suspendedOn,omitempty"`
+	ForkChain   json.RawMessage `json:"forkChain,omitempty"`
+}
+
+func (in *Inspector) executions(w http.ResponseWriter, r *http.Request) {
+	limit, ok := in.intParam(w, r, "limit", DefaultExecutionsPage, MaxExecutionsPage)
+	if !ok {
+		return
+	}
+	page, err := in.src.Events.ListExecutions(r.Context(), r.URL.Query().Get("after"), limit)
+	if err != nil {
+		in.fail(w, err)
+		return
+	}
+	out := struct {
+		Executions []Listing `json:"executions"`
+		Next       string    `json:"next,omitempty"`
+	}{Executions: []Listing{}, Next: page.Next}
+	for _, info := range page.Executions {
+		st, err := in.src.StateAt(r.Context(), info.ExecutionID, -1)
+		if err != nil {
+			in.fail(w, err)
+			return
+		}
+		l := Listing{ExecutionInfo: info, Status: st.Status, Sequence: st.Sequence, UpdatedAt: st.UpdatedAt,
+			ForkChain: st.Variables.ForkChain}
+		if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
+			l.SuspendedOn = st.Variables.SuspendedOn.On
+		}
+		out.Executions = append(out.Executions, l)
+	}
+	in.writeJSON(w, out)
+}
+
+func (in *Inspector) events(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	from, ok := in.intParam(w, r, "from", 0, -1)
+	if !ok {
+		return
+	}
+	limit, ok := in.intParam(w, r, "limit", DefaultEventsPage, MaxEventsPage)
+	if !ok {
+		return
+	}
+	evs, err := store.ReadRange(r.Context(), in.src.Events, id, int64(from), int64(from+limit+1))
+	if err != nil {
+		in.fail(w, err)
+		return
+	}
+	out := struct {
+		Events []event.Envelope `json:"events"`
+		Next   *int64           `json:"next,omitempty"`
+	}{Events: evs}
+	if len(evs) > limit {
+		out.Events = evs[:limit]
+		next := int64(from + limit)
+		out.Next = &next
+	}
+	if out.Events == nil {
+		out.Events = []event.Envelope{}
+	}
+	in.writeJSON(w, out)
+}
+
+func (in *Inspector) state(w http.ResponseWriter, r *http.Request) {
+	at, ok := in.intParam(w, r, "at", -1, -1)
+	if !ok {
+		return
+	}
+	st, err := in.src.StateAt(r.Context(), r.URL.Query().Get("id"), int64(at))
+	if err != nil {
+		in.fail(w, err)
+		return
+	}
+	b, err := fold.Encode(st)
+	if err != nil {
+		in.fail(w, err)
+		return
+	}
+	in.writeJSON(w, struct {
+		State json.RawMessage `json:"state"`
+	}{b})
+}
+
+func (in *Inspector) refs(w http.ResponseWriter, r *http.Request) {
+	refs := []store.Ref{}
+	if in.src.Branches != nil {
+		got, err := in.src.Branches.ListRefs(r.Context(), r.URL.Query().Get("prefix"))
+		if err != nil {
+			in.fail(w, err)
+			return
+		}
+		refs = append(refs, got...)
+	}
+	in.writeJSON(w, struct {
+		Refs []store.Ref `json:"refs"`
+	}{refs})
+}
+
+// intParam reads an integer query parameter (def when absent), refusing a
+// malformed or negative one; a positive ceiling caps it.
+func (in *Inspector) intParam(w http.ResponseWriter, r *http.Request, name string, def, ceiling int) (int, bool) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		in.writeError(w, http.StatusBadRequest, name+" must be a whole number, 0 or more")
+		return 0, false
+	}
+	if ceiling > 0 {
+		n = min(n, ceiling)
+	}
+	return n, true
+}
+
+// fail answers an error with what the caller can act on.
+func (in *Inspector) fail(w http.ResponseWriter, err error) {
+	var se *SequenceError
+	var bad *event.InvalidEnvelopeError
+	switch {
+	case errors.Is(err, loom.ErrExecutionNotFound):
+		in.writeError(w, http.StatusNotFound, "no such execution in this store")
+	case errors.As(err, &se):
+		in.writeError(w, http.StatusNotFound, se.Error())
+	case errors.As(err, &bad):
+		in.writeError(w, http.StatusBadRequest, bad.Error())
+	default:
+		in.opts.Logger.Error("inspect: request failed", "error", err)
+		in.writeError(w, http.StatusInternalServerError, "internal error reading the store")
+	}
+}
+
+func (in *Inspector) writeError(w http.ResponseWriter, status int, msg string) {
+	in.write(w, status, struct {
+		Error string `json:"error"`
+	}{msg})
+}
+
+func (in *Inspector) writeJSON(w http.ResponseWriter, v any) { in.write(w, http.StatusOK, v) }
+
+func (in *Inspector) write(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		in.opts.Logger.Error("inspect: encoding a response", "error", err)
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes()) // a failed write is a page gone: nothing to do
+}

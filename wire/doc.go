@@ -1,0 +1,117 @@
+// Package wire is the wire ABI of the kernel (spec §2 "wire handshake", T2):
+// the JSON-RPC 2.0 projection of the syscall ABI over HTTP, so programs in
+// any language start, resume, cancel, fork and read executions of a running
+// app — and a Go Client for it.
+//
+// An app mounts it with one call and serves it on loopback:
+//
+//	h, err := wire.Handler(rt, wire.Options{Events: st.Events, Authenticate: wire.BearerToken(token, "ops")})
+//	ln, err := wire.Listen("127.0.0.1:7070")
+//	mux := http.NewServeMux()
+//	mux.Handle(wire.Path, h)
+//	err = wire.Serve(ctx, ln, mux)
+//
+// # Transport
+//
+// Every call is a JSON-RPC 2.0 request object POSTed as application/json
+// (by-name params only; batches of up to Options.MaxBatch requests; a request
+// without an id is a notification and gets no response). Responses are HTTP
+// 200 with a JSON-RPC response, except: 401 (CodeUnauthenticated) before any
+// byte of the body is read, 413 (CodeRequestTooLarge) for a body over
+// Options.MaxRequestBytes, 405 for another HTTP method and 415 for another
+// content type. Params are decoded strictly: an unknown field is
+// CodeInvalidParams, so a misspelled field never goes unnoticed.
+//
+// # Methods (wire ABI 1.0.0)
+//
+//	method               params                                          result
+//	loom.handshake       —                                               {wireAbiVersion, kernelAbiVersion, syscalls, eventSchemaVersion, methods, maxRequestBytes, maxEventsPage}
+//	execution.start      {flowId, input?, executionId?, wait?}           {executionId, state?}
+//	execution.resume     {executionId, eventType, payload?, credentials?, wait?}  {executionId, state?}
+//	execution.cancel     {executionId, reason?}                          {executionId}
+//	execution.fork       {executionId, at, forkId?, simulate?, wait?}    {executionId (the fork's), state?}
+//	execution.state      {executionId, at?}                              {executionId, state}
+//	execution.events     {executionId, from?, limit?}                    {events: [envelope…], next?}
+//	execution.subscribe  {executionId, from?}                            a text/event-stream (below)
+//
+// state is always fold.Encode's canonical JSON ({status, frames, variables,
+// sequence, startedAt, updatedAt}), byte-identical on every conforming
+// kernel. Envelopes have the on-disk field names of docs/events.md. With
+// wait, a call returns once the execution parked or ended, within
+// Options.Timeout; a missing state then means it is still running.
+// execution.resume goes through the runtime's ingress gate (loom.Runtime.Resume)
+// — kernel event types, the parked gate, resume schemas, the
+// ResumeAuthenticator (which gets credentials) and the Authorizer — and every
+// refusal appends nothing.
+//
+// # The event stream
+//
+// execution.subscribe answers 200 text/event-stream, following the store's
+// log with catch-up: each envelope with sequence >= from, stored ones first,
+// then each new one once durable, as
+//
+//	id: <sequence>
+//	event: envelope
+//	data: <envelope JSON>
+//
+// Comment lines (": ping") keep an idle stream open every Options.Heartbeat.
+// A failure after the stream started is sent as "event: error" whose data is
+// a JSON-RPC error object, and the stream ends (CodeUnavailable when the
+// server is stopping). A Last-Event-ID request header resumes after that
+// sequence. A refusal before the stream starts is an ordinary JSON-RPC error
+// response.
+//
+// # Errors
+//
+// Every error is a JSON-RPC error object {code, message, data?} with a code
+// that never changes meaning. The message says what was refused and what to
+// do, built from the error's typed fields: it never echoes a payload,
+// credentials or an authenticator's words. data holds structured detail
+// (executionId, reason, gate, location, field, limit).
+//
+//	code     meaning                                      from
+//	-32700   parse error: the body is not JSON            —
+//	-32600   invalid request                              not a JSON-RPC 2.0 request object
+//	-32601   method not found                             —
+//	-32602   invalid params                               missing, mistyped or unknown params
+//	-32603   internal error (cause logged, not sent)      anything unmapped
+//	-32001   unauthenticated (HTTP 401)                   Options.Authenticate
+//	-32002   denied                                       *loom.ExecutionDeniedError (the Authorizer)
+//	-32003   request too large (HTTP 413)                 Options.MaxRequestBytes
+//	-32010   resume refused, another reason               *loom.ResumeRefusedError (data.reason)
+//	-32011   refused: kernel-event-type                   loom.RefusedKernelEventType
+//	-32012   refused: not-suspended (retry once parked)   loom.RefusedNotSuspended
+//	-32013   refused: gate-mismatch                       loom.RefusedGateMismatch
+//	-32014   refused: not-recoverable                     loom.RefusedNotRecoverable
+//	-32015   refused: null-answer-after-parked-failure    loom.RefusedNullAfterFailure
+//	-32016   refused: timer-not-allowed                   loom.RefusedTimerNotDue
+//	-32017   refused: terminal (the execution ended)      loom.RefusedTerminal
+//	-32018   refused: unauthenticated resume              loom.RefusedUnauthenticated
+//	-32019   refused: busy (retry)                        loom.RefusedBusy
+//	-32020   resume payload fails the gate's schema       *loom.ResumePayloadValidationError (data.gate, data.location)
+//	-32030   execution not found                          loom.ErrExecutionNotFound
+//	-32031   execution exists                             loom.ErrExecutionExists
+//	-32032   unknown flow                                 loom.ErrUnknownFlow
+//	-32033   sequence past the end of the log             fork at / state at (data.last)
+//	-32040   invalid input (id, event type, JSON value)   event.ErrInvalidEnvelope
+//	-32041   payload too large                            *event.PayloadTooLargeError
+//	-32050   deadline exceeded (may have taken effect)    context.DeadlineExceeded
+//	-32051   cancelled (may have taken effect)            context.Canceled
+//	-32060   unavailable: the runtime is closing          loom.ErrRuntimeClosed, store.ErrClosed
+//	-32061   a durable append failed                      *loom.JournalError
+//	-32062   conflict: another writer moved the log       store.ErrSequenceConflict
+//	-32070   subscribe unsupported by the event store     no store.Subscriber
+//
+// The Client returns these as *Error, which matches the kernel's sentinels
+// with errors.Is (loom.ErrExecutionNotFound, loom.ErrExecutionExists,
+// loom.ErrUnknownFlow, event.ErrInvalidEnvelope, event.ErrPayloadTooLarge,
+// context.DeadlineExceeded, context.Canceled).
+//
+// # Security defaults
+//
+// Handler refuses to be built without Options.Authenticate unless
+// Options.Insecure is set; the principal Authenticate returns is put on the
+// request context with loom.WithPrincipal, so the runtime's Authorizer sees
+// it (PrincipalFrom reads it back for a ResumeAuthenticator). Listen binds
+// loopback unless AllowRemote is given. Bodies are capped (1 MiB by default).
+package wire

@@ -1,0 +1,331 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/store"
+)
+
+// Options configures Handler. The defaults (the zero value of each field):
+//
+//   - Authenticate: none, which Handler refuses unless Insecure is set;
+//   - MaxRequestBytes: DefaultMaxRequestBytes (1 MiB);
+//   - Timeout: DefaultTimeout (30 s) per call, subscriptions excepted;
+//   - MaxBatch: DefaultMaxBatch (16) requests per JSON-RPC batch;
+//   - Heartbeat: DefaultHeartbeat (15 s) between keep-alive comments on an
+//     idle event stream;
+//   - Logger: none (unmapped errors are then not logged anywhere).
+type Options struct {
+	// Events is the runtime's event store, the one in its loom.Config.
+	// Required: execution.events reads it and execution.subscribe follows
+	// it (through store.Subscriber). The runtime does not expose its store,
+	// so the app hands the same value to both.
+	Events store.EventStore
+	// Authenticate identifies the caller of every request, subscriptions
+	// included, before anything else is read. A nil error admits the request
+	// and principal is attached to its context with loom.WithPrincipal, so
+	// the runtime's Authorizer sees it (and EXECUTION_STARTED records it);
+	// an error refuses it with CodeUnauthenticated and HTTP 401, and the
+	// error's text is never sent. BearerToken builds one.
+	Authenticate func(r *http.Request) (principal any, err error)
+	// Insecure must be set to build a Handler without Authenticate: then
+	// every caller that reaches the socket may start, resume, cancel and
+	// read executions. Only for a loopback listener in a trusted test.
+	Insecure bool
+	// MaxRequestBytes caps a request body; a bigger one is refused with
+	// CodeRequestTooLarge (HTTP 413) before it is parsed.
+	MaxRequestBytes int64
+	// Timeout bounds each call (a Wait included); past it the caller gets
+	// CodeDeadlineExceeded.
+	Timeout time.Duration
+	// MaxBatch caps the requests of one JSON-RPC batch.
+	MaxBatch int
+	// Heartbeat is the interval of keep-alive comments on event streams.
+	Heartbeat time.Duration
+	// Logger receives unmapped (internal) errors, which callers see only as
+	// "internal error".
+	Logger *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxRequestBytes = 1 << 20
+	DefaultTimeout         = 30 * time.Second
+	DefaultMaxBatch        = 16
+	DefaultHeartbeat       = 15 * time.Second
+)
+
+// ErrInvalidOptions matches *OptionsError.
+var ErrInvalidOptions = errors.New("wire: invalid options")
+
+// OptionsError is Handler's refusal of its options: Field names the option
+// and Reason says what to do. Nothing was built.
+type OptionsError struct {
+	Field  string
+	Reason string
+}
+
+func (e *OptionsError) Error() string { return "wire: Options." + e.Field + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrInvalidOptions) true.
+func (e *OptionsError) Is(target error) bool { return target == ErrInvalidOptions }
+
+// handler serves the wire ABI for one runtime.
+type handler struct {
+	rt   *loom.Runtime
+	opts Options
+}
+
+// Handler returns the http.Handler of the wire ABI over rt: JSON-RPC 2.0
+// requests POSTed to any path it is mounted at (conventionally Path), the
+// subscribe stream included. It is safe for concurrent use.
+//
+// It refuses, with an *OptionsError, a nil runtime, a nil Options.Events,
+// negative limits, and a missing Options.Authenticate unless Options.Insecure
+// is set explicitly — the wire is authenticated by default. Bind it to
+// loopback with Listen unless it must be reached from elsewhere.
+//
+// Every call goes through the runtime's public API, so the runtime's rules
+// hold on the wire exactly as in process: a resume passes the ingress gate
+// (rt.Resume), the Authorizer sees the authenticated principal, and every
+// refusal appends nothing.
+func Handler(rt *loom.Runtime, opts Options) (http.Handler, error) {
+	switch {
+	case rt == nil:
+		return nil, &OptionsError{Field: "runtime", Reason: "a *loom.Runtime is required"}
+	case opts.Events == nil:
+		return nil, &OptionsError{Field: "Events", Reason: "set it to the runtime's event store (the Events of its loom.Config)"}
+	case opts.Authenticate == nil && !opts.Insecure:
+		return nil, &OptionsError{Field: "Authenticate", Reason: "the wire ABI is authenticated by default: set Authenticate " +
+			"(wire.BearerToken, for example), or set Insecure explicitly for a trusted loopback-only setup"}
+	case opts.MaxRequestBytes < 0, opts.Timeout < 0, opts.MaxBatch < 0, opts.Heartbeat < 0:
+		return nil, &OptionsError{Field: "MaxRequestBytes/Timeout/MaxBatch/Heartbeat", Reason: "must not be negative (zero means the default)"}
+	}
+	if opts.MaxRequestBytes == 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &handler{rt: rt, opts: opts}, nil
+}
+
+// request is a JSON-RPC 2.0 request object as read off the wire.
+type request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+// response is a JSON-RPC 2.0 response object.
+type response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.writeJSON(w, http.StatusMethodNotAllowed, errorResponse(nil,
+			newError(CodeInvalidRequest, "JSON-RPC requests are POSTed", nil)))
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		h.writeJSON(w, http.StatusUnsupportedMediaType, errorResponse(nil,
+			newError(CodeInvalidRequest, "the body must be application/json", nil)))
+		return
+	}
+	ctx := r.Context()
+	if h.opts.Authenticate != nil {
+		principal, err := h.opts.Authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="loom"`)
+			h.writeJSON(w, http.StatusUnauthorized, errorResponse(nil,
+				newError(CodeUnauthenticated, "unauthenticated: send valid credentials (Authorization: Bearer <token>)", nil)))
+			return
+		}
+		ctx = withPrincipal(ctx, principal)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.writeJSON(w, http.StatusRequestEntityTooLarge, errorResponse(nil, newError(CodeRequestTooLarge,
+				"the request body is over the server's cap", map[string]any{"limit": h.opts.MaxRequestBytes})))
+			return
+		}
+		h.writeJSON(w, http.StatusBadRequest, errorResponse(nil, newError(CodeParseError, "the request body could not be read", nil)))
+		return
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		h.serveBatch(ctx, w, body)
+		return
+	}
+	req, rerr := parseRequest(body)
+	if rerr != nil {
+		h.writeJSON(w, http.StatusOK, errorResponse(req.ID, rerr))
+		return
+	}
+	if req.Method == MethodSubscribe {
+		h.serveSubscribe(ctx, w, r, req)
+		return
+	}
+	resp, notify := h.call(ctx, req)
+	if notify {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	h.writeJSON(w, http.StatusOK, resp)
+}
+
+// serveBatch answers a JSON-RPC batch: each request on its own, the
+// responses in request order, notifications without one.
+func (h *handler) serveBatch(ctx context.Context, w http.ResponseWriter, body []byte) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		h.writeJSON(w, http.StatusOK, errorResponse(nil, newError(CodeParseError, "the body is not JSON", nil)))
+		return
+	}
+	if len(raw) == 0 || len(raw) > h.opts.MaxBatch {
+		h.writeJSON(w, http.StatusOK, errorResponse(nil, newError(CodeInvalidRequest,
+			"a batch holds 1 to "+itoa(h.opts.MaxBatch)+" requests", nil)))
+		return
+	}
+	out := []response{}
+	for _, one := range raw {
+		req, rerr := parseRequest(one)
+		switch {
+		case rerr != nil:
+			out = append(out, errorResponse(req.ID, rerr))
+		case req.Method == MethodSubscribe:
+			out = append(out, errorResponse(req.ID, newError(CodeInvalidRequest, "execution.subscribe cannot be batched", nil)))
+		default:
+			if resp, notify := h.call(ctx, req); !notify {
+				out = append(out, resp)
+			}
+		}
+	}
+	if len(out) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	h.writeJSON(w, http.StatusOK, out)
+}
+
+// parseRequest reads one request object. On a refusal the returned request
+// carries the id, when one could be read, to answer with.
+func parseRequest(b []byte) (request, *Error) {
+	var req request
+	if !json.Valid(b) {
+		return req, newError(CodeParseError, "the body is not JSON", nil)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var loose struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(b, &loose)
+		req.ID = validID(loose.ID)
+		return req, newError(CodeInvalidRequest, "not a JSON-RPC 2.0 request object (jsonrpc, id, method, params)", nil)
+	}
+	switch {
+	case req.ID != nil && validID(req.ID) == nil:
+		return request{}, newError(CodeInvalidRequest, "id must be a string, a number or null", nil)
+	case req.JSONRPC != "2.0":
+		return req, newError(CodeInvalidRequest, `jsonrpc must be "2.0"`, nil)
+	case req.Method == "":
+		return req, newError(CodeInvalidRequest, "method is required", nil)
+	}
+	return req, nil
+}
+
+// validID returns id when it is a string, a number or null, else nil.
+func validID(id json.RawMessage) json.RawMessage {
+	t := bytes.TrimSpace(id)
+	if len(t) == 0 {
+		return nil
+	}
+	switch t[0] {
+	case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return t
+	}
+	return nil
+}
+
+// call runs one request under the call timeout. notify reports a
+// notification (no id), which gets no response.
+func (h *handler) call(ctx context.Context, req request) (resp response, notify bool) {
+	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+	defer cancel()
+	result, err := h.dispatch(ctx, req.Method, req.Params)
+	if req.ID == nil {
+		return response{}, true
+	}
+	if err != nil {
+		return errorResponse(req.ID, h.wireError(req.Method, err)), false
+	}
+	return response{JSONRPC: "2.0", ID: req.ID, Result: result}, false
+}
+
+// wireError maps err and logs the unmapped ones.
+func (h *handler) wireError(method string, err error) *Error {
+	e, internal := errorFor(err)
+	if internal {
+		h.opts.Logger.Error("wire: internal error", "method", method, "error", err)
+	}
+	return e
+}
+
+func errorResponse(id json.RawMessage, e *Error) response {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	return response{JSONRPC: "2.0", ID: id, Error: e}
+}
+
+func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshal(v)
+	if err != nil {
+		h.opts.Logger.Error("wire: encoding a response", "error", err)
+		status = http.StatusInternalServerError
+		b = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n')) // a failed write is the caller gone: nothing to do
+}
+
+// marshal encodes without HTML escaping, so payloads keep their bytes.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}

@@ -1,0 +1,103 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// DefaultAddr is where Listen binds when given no address: loopback, on a
+// port the system picks.
+const DefaultAddr = "127.0.0.1:0"
+
+// ErrNotLoopback matches Listen's refusal of a non-loopback address without
+// AllowRemote.
+var ErrNotLoopback = errors.New("wire: refusing to listen beyond loopback")
+
+// ListenOption configures Listen.
+type ListenOption func(*listenConfig)
+
+type listenConfig struct{ remote bool }
+
+// AllowRemote lets Listen bind a non-loopback address: the wire ABI is then
+// reachable from other machines, and only Options.Authenticate stands
+// between them and every execution. Put TLS in front of it.
+func AllowRemote() ListenOption { return func(c *listenConfig) { c.remote = true } }
+
+// Listen opens a TCP listener for the wire ABI (or the inspector), on
+// loopback unless told otherwise: an empty address is DefaultAddr, an
+// address without a host (":7070") binds 127.0.0.1, and a host that is not a
+// loopback IP or "localhost" is refused with an error matching
+// ErrNotLoopback unless AllowRemote is given.
+func Listen(addr string, opts ...ListenOption) (net.Listener, error) {
+	var c listenConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if !c.remote && !isLoopback(host) {
+		return nil, errors.Join(ErrNotLoopback, errors.New("wire: "+host+
+			" is not a loopback address: bind 127.0.0.1, or allow remote callers explicitly"))
+	}
+	return net.Listen("tcp", net.JoinHostPort(host, port))
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ShutdownGrace bounds how long Serve waits for in-flight calls once its
+// context ends.
+const ShutdownGrace = 10 * time.Second
+
+// Serve serves h on ln until ctx ends, then shuts down: it stops accepting,
+// ends every open event stream with an "error" event (CodeUnavailable, so
+// clients reconnect elsewhere with Last-Event-ID), lets in-flight calls
+// finish for up to ShutdownGrace, and closes ln. It returns nil after a
+// shutdown requested through ctx, or the error that stopped serving.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	stop := make(chan struct{})
+	var once sync.Once
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), stopKey{}, stop)
+		},
+	}
+	srv.RegisterOnShutdown(func() { once.Do(func() { close(stop) }) })
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		err = errors.Join(err, srv.Close())
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}

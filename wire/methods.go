@@ -1,0 +1,313 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+)
+
+// dispatch runs one method. Every error it returns is mapped by errorFor.
+func (h *handler) dispatch(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case MethodHandshake:
+		if err := decodeParams(params, &struct{}{}, false); err != nil {
+			return nil, err
+		}
+		return currentHandshake(h.opts.MaxRequestBytes), nil
+	case MethodStart:
+		var p StartParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.start(ctx, p)
+	case MethodResume:
+		var p ResumeParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.resume(ctx, p)
+	case MethodCancel:
+		var p CancelParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		if err := requireID("executionId", p.ExecutionID); err != nil {
+			return nil, err
+		}
+		if err := h.rt.Cancel(ctx, p.ExecutionID, p.Reason); err != nil {
+			return nil, err
+		}
+		return CancelResult{ExecutionID: p.ExecutionID}, nil
+	case MethodFork:
+		var p ForkParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.fork(ctx, p)
+	case MethodState:
+		var p StateParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.state(ctx, p)
+	case MethodEvents:
+		var p EventsParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.events(ctx, p)
+	}
+	return nil, newError(CodeMethodNotFound, "no method "+strconv.Quote(method)+" in wire ABI "+Version+
+		"; loom.handshake lists the methods", nil)
+}
+
+// decodeParams reads params strictly: an unknown field is a mistake the
+// caller hears about (it may be a misspelled one), not one silently dropped.
+func decodeParams(raw json.RawMessage, into any, required bool) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		if required {
+			return invalidParams("params are required (a JSON object)")
+		}
+		return nil
+	}
+	if raw[0] != '{' {
+		return invalidParams("params must be a JSON object (by-name params)")
+	}
+	if err := exactFieldNames(raw, into); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return invalidParams("param " + strconv.Quote(te.Field) + " must be a JSON " + te.Type.Kind().String())
+		}
+		// encoding/json names the unknown field, never a value.
+		return invalidParams("invalid params: " + err.Error())
+	}
+	return nil
+}
+
+// requireID refuses a missing id (invalid params) and a malformed one (the
+// kernel's own *event.InvalidEnvelopeError, CodeInvalidInput).
+func requireID(field, id string) error {
+	if id == "" {
+		return invalidParams(field + " is required")
+	}
+	return event.ValidateID(field, id)
+}
+
+func (h *handler) start(ctx context.Context, p StartParams) (StartResult, error) {
+	if p.FlowID == "" {
+		return StartResult{}, invalidParams("flowId is required")
+	}
+	if p.ExecutionID != "" {
+		if err := event.ValidateID("executionId", p.ExecutionID); err != nil {
+			return StartResult{}, err
+		}
+	}
+	input := json.RawMessage("null")
+	if len(p.Input) > 0 {
+		input = p.Input
+	}
+	var opts []loom.StartOption
+	if p.ExecutionID != "" {
+		opts = append(opts, loom.WithExecutionID(p.ExecutionID))
+	}
+	id, err := h.rt.Start(ctx, p.FlowID, input, opts...)
+	if err != nil {
+		return StartResult{}, err
+	}
+	return StartResult{ExecutionID: id, State: h.settled(ctx, id, p.Wait)}, nil
+}
+
+func (h *handler) resume(ctx context.Context, p ResumeParams) (ResumeResult, error) {
+	if err := requireID("executionId", p.ExecutionID); err != nil {
+		return ResumeResult{}, err
+	}
+	if p.EventType == "" {
+		return ResumeResult{}, invalidParams("eventType is required (the gate the execution is parked on)")
+	}
+	// Through the runtime's ingress gate, always: kernel types, the parked
+	// gate, resume schemas, the authenticator and the authorizer.
+	ev := loom.ResumeEvent{EventType: p.EventType, Payload: p.Payload, Credentials: p.Credentials}
+	if err := h.rt.Resume(ctx, p.ExecutionID, ev); err != nil {
+		return ResumeResult{}, err
+	}
+	return ResumeResult{ExecutionID: p.ExecutionID, State: h.settled(ctx, p.ExecutionID, p.Wait)}, nil
+}
+
+func (h *handler) fork(ctx context.Context, p ForkParams) (ForkResult, error) {
+	if err := requireID("executionId", p.ExecutionID); err != nil {
+		return ForkResult{}, err
+	}
+	if p.At == nil || *p.At < 0 {
+		return ForkResult{}, invalidParams("at is required: the last sequence to copy (0 or more)")
+	}
+	if p.ForkID != "" {
+		if err := event.ValidateID("forkId", p.ForkID); err != nil {
+			return ForkResult{}, err
+		}
+	}
+	if err := h.checkSequence(ctx, p.ExecutionID, *p.At); err != nil {
+		return ForkResult{}, err
+	}
+	var opts []loom.ForkOption
+	if p.ForkID != "" {
+		opts = append(opts, loom.ForkID(p.ForkID))
+	}
+	if p.Simulate {
+		opts = append(opts, loom.SimulateFork())
+	}
+	id, err := h.rt.Fork(ctx, p.ExecutionID, *p.At, opts...)
+	if err != nil {
+		return ForkResult{}, err
+	}
+	return ForkResult{ExecutionID: id, State: h.settled(ctx, id, p.Wait)}, nil
+}
+
+// checkSequence refuses a sequence past the end of a log with a typed
+// error (Fork's own refusal of one is an untyped error).
+func (h *handler) checkSequence(ctx context.Context, id string, at int64) error {
+	st, err := h.rt.LoadState(ctx, id)
+	if err != nil {
+		return err
+	}
+	if at > st.Sequence {
+		return &rangeError{id: id, at: at, last: st.Sequence}
+	}
+	return nil
+}
+
+func (h *handler) state(ctx context.Context, p StateParams) (StateResult, error) {
+	if err := requireID("executionId", p.ExecutionID); err != nil {
+		return StateResult{}, err
+	}
+	var (
+		st  fold.State
+		err error
+	)
+	if p.At == nil {
+		st, err = h.rt.LoadState(ctx, p.ExecutionID)
+	} else {
+		if *p.At < 0 {
+			return StateResult{}, invalidParams("at must be 0 or more")
+		}
+		st, err = h.rt.LoadStateAt(ctx, p.ExecutionID, *p.At)
+		if err == nil && st.Sequence < *p.At {
+			err = &rangeError{id: p.ExecutionID, at: *p.At, last: st.Sequence}
+		}
+	}
+	if err != nil {
+		return StateResult{}, err
+	}
+	b, err := fold.Encode(st)
+	if err != nil {
+		return StateResult{}, err
+	}
+	return StateResult{ExecutionID: p.ExecutionID, State: b}, nil
+}
+
+func (h *handler) events(ctx context.Context, p EventsParams) (EventsResult, error) {
+	if err := requireID("executionId", p.ExecutionID); err != nil {
+		return EventsResult{}, err
+	}
+	if p.From < 0 || p.Limit < 0 {
+		return EventsResult{}, invalidParams("from and limit must be 0 or more")
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = DefaultEventsPage
+	}
+	limit = min(limit, MaxEventsPage)
+	if err := h.admitRead(ctx, p.ExecutionID); err != nil {
+		return EventsResult{}, err
+	}
+	// One more than the page tells whether another page follows.
+	evs, err := store.ReadRange(ctx, h.opts.Events, p.ExecutionID, p.From, p.From+int64(limit)+1)
+	if err != nil {
+		return EventsResult{}, err
+	}
+	res := EventsResult{Events: evs}
+	if len(evs) > limit {
+		res.Events = evs[:limit]
+		next := p.From + int64(limit)
+		res.Next = &next
+	}
+	if res.Events == nil {
+		res.Events = []event.Envelope{}
+	}
+	return res, nil
+}
+
+// admitRead checks, through the runtime, that the execution exists and that
+// the caller may query it (the Authorizer's "query"): the runtime has no
+// read-the-log call of its own, so the log is read from Options.Events only
+// after this.
+func (h *handler) admitRead(ctx context.Context, id string) error {
+	_, err := h.rt.LoadStateAt(ctx, id, 0)
+	return err
+}
+
+// settled waits, when asked to, for the execution to park or end within the
+// call's deadline, and returns its canonical state; nil when not asked, when
+// the deadline passed first, or when the state cannot be read (the call
+// itself succeeded: the caller reads execution.state).
+func (h *handler) settled(ctx context.Context, id string, wait bool) json.RawMessage {
+	if !wait {
+		return nil
+	}
+	st, err := h.rt.WaitForSettled(ctx, id)
+	if err != nil {
+		return nil
+	}
+	b, err := fold.Encode(st)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// exactFieldNames refuses a param whose name is not spelled exactly as a
+// field of into: encoding/json matches names case-insensitively, so
+// "executionID" would otherwise pass for "executionId".
+func exactFieldNames(raw json.RawMessage, into any) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return invalidParams("params must be a JSON object (by-name params)")
+	}
+	known := fieldNames(reflect.TypeOf(into).Elem())
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if !slices.Contains(known, name) {
+			return invalidParams("unknown param " + strconv.Quote(name) + "; this method takes " + strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
+// fieldNames lists the JSON names of a params struct's fields.
+func fieldNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}

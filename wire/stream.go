@@ -1,0 +1,165 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"strconv"
+
+	"github.com/loom-kernel/loom/event"
+)
+
+// MaxFrameBytes caps one line of an event stream the Client reads: an
+// envelope with the largest payload a store accepts (16 MiB) and its
+// framing fits.
+const MaxFrameBytes = 32 << 20
+
+// ErrStreamEnded is the Err of a Subscription whose connection ended
+// without the server saying why; resubscribe from the next sequence.
+var ErrStreamEnded = errors.New("wire: the event stream ended unexpectedly")
+
+// Subscription delivers the envelopes of one execution.subscribe stream in
+// sequence order until it is closed, its context ends, or the stream fails.
+type Subscription struct {
+	events chan event.Envelope
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	last   int64
+}
+
+// Events is closed when the subscription ends; then Err says why.
+func (s *Subscription) Events() <-chan event.Envelope { return s.events }
+
+// Err returns why the subscription ended: nil after Close or the end of its
+// context, an *Error the server sent (CodeUnavailable when it is stopping),
+// ErrStreamEnded, or a decoding error. Call it once Events is closed.
+func (s *Subscription) Err() error {
+	<-s.done
+	return s.err
+}
+
+// Last returns the sequence of the last envelope delivered, -1 before any:
+// resubscribe from Last()+1 to go on where it ended.
+func (s *Subscription) Last() int64 {
+	<-s.done
+	return s.last
+}
+
+// Close ends the subscription and waits for its goroutine to exit.
+func (s *Subscription) Close() {
+	s.cancel()
+	<-s.done
+}
+
+// Subscribe calls execution.subscribe: every envelope of the execution with
+// sequence >= p.From, those already stored first, then each new one as soon
+// as it is durable. A refusal (unknown execution, denied, bad params) is
+// returned here as an *Error; later failures end the Subscription and are
+// reported by its Err. Each envelope is decoded strictly (event.Decode).
+func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	resp, err := c.post(ctx, MethodSubscribe, p, "text/event-stream")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		defer cancel()
+		defer resp.Body.Close()
+		if err := c.decodeResponse(resp, nil); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("wire: %s answered execution.subscribe without an event stream", c.endpoint)
+	}
+	s := &Subscription{events: make(chan event.Envelope), cancel: cancel, done: make(chan struct{}), last: -1}
+	go func() {
+		defer close(s.done)
+		defer close(s.events)
+		defer resp.Body.Close()
+		err := s.read(ctx, resp.Body)
+		if ctx.Err() == nil {
+			s.err = err
+		}
+	}()
+	return s, nil
+}
+
+// read parses the stream (the SSE format: "field: value" lines, a blank
+// line ends an event, ":" starts a comment) until it ends.
+func (s *Subscription) read(ctx context.Context, body io.Reader) error {
+	r := bufio.NewReaderSize(body, 64<<10)
+	var name string
+	var data bytes.Buffer
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return ErrStreamEnded
+			}
+			return err
+		}
+		if len(line) > 0 {
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(field) {
+			case "": // a comment: keep-alive
+			case "event":
+				name = string(value)
+			case "data":
+				if data.Len() > 0 {
+					data.WriteByte('\n')
+				}
+				data.Write(value)
+			}
+			continue
+		}
+		switch name {
+		case "envelope":
+			e, err := event.Decode(data.Bytes(), event.Limits{})
+			if err != nil {
+				return fmt.Errorf("wire: an envelope on the stream: %w", err)
+			}
+			select {
+			case s.events <- e:
+				s.last = e.Sequence
+			case <-ctx.Done():
+				return nil
+			}
+		case "error":
+			var we Error
+			if err := json.Unmarshal(data.Bytes(), &we); err != nil {
+				return fmt.Errorf("wire: an unreadable error event on the stream")
+			}
+			return &we
+		}
+		name = ""
+		data.Reset()
+	}
+}
+
+// readLine reads one line without its end (LF or CRLF), refusing one over
+// MaxFrameBytes.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > MaxFrameBytes {
+			return nil, errors.New("wire: an event-stream line over " + strconv.Itoa(MaxFrameBytes) + " bytes")
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
+		return line, nil
+	}
+}
