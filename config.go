@@ -48,6 +48,11 @@ type Config struct {
 	EffectAuthorizer effect.Authorizer
 	// MaxEffectTime bounds every effect attempt (K8; default: unbounded).
 	MaxEffectTime time.Duration
+	// DisableFencing turns off fencing even when the event store offers it
+	// (store.Fencer). With fencing, a driver that another process took the
+	// execution over from (a re-drive, a resume) has its appends refused
+	// with *store.FencedError, nothing written (K9.4).
+	DisableFencing bool
 	// Flows are registered by id; a flow id appears once (static wiring, P5).
 	Flows []*Flow
 	// SnapshotEvery is N in "a snapshot every N events" (default 1000 when

@@ -81,7 +81,7 @@ func (rt *Runtime) startSuccessor(ctx context.Context, from string, flow *Flow, 
 	if len(s.Carry) > 0 {
 		started["carry"] = s.Carry
 	}
-	if err := rt.start(ctx, flow, s.ID, started); err != nil && ctx.Err() == nil {
+	if err := rt.start(ctx, flow, s.ID, started, nil); err != nil && ctx.Err() == nil {
 		rt.cfg.Logger.Warn("loom: successor not started; Recover starts it", "execution", from, "next", s.ID, "error", err)
 	}
 }

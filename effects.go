@@ -57,13 +57,21 @@ func (r *run) effectOf(t *Task) (effect.Func, error) {
 // the step's timeout and Config.MaxEffectTime.
 func (r *run) effectContext(c *Context, t *Task, attempt int64) (*effect.Context, context.CancelFunc) {
 	var resources fold.Resources
+	var deadline int64
+	var hasDeadline bool
 	c.state(func(s *fold.State) {
 		if s.Variables.Resources != nil {
 			resources = *s.Variables.Resources
 		}
+		deadline, hasDeadline = deadlineOf(*s)
 	})
 	ctx, cancel := c.scope.ctx, context.CancelFunc(func() {})
-	if d := effectTimeout(t.Timeout, r.rt.cfg.MaxEffectTime); d > 0 {
+	d := effectTimeout(t.Timeout, r.rt.cfg.MaxEffectTime)
+	if hasDeadline {
+		left := time.Duration(deadline-r.rt.cfg.Clock.Now().UnixMilli()) * time.Millisecond
+		d = effectTimeout(d, max(left, time.Millisecond))
+	}
+	if d > 0 {
 		ctx, cancel = context.WithTimeout(ctx, d)
 	}
 	kind := t.Kind

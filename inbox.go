@@ -222,6 +222,10 @@ func (rt *Runtime) deliver(ctx context.Context, id string) {
 		return // running: it takes its messages itself, or re-checks when it parks
 	}
 	j := rt.newJournal(id, l.workflowID, l.state)
+	if err := rt.takeOver(ctx, j); err != nil {
+		rt.release(x)
+		return
+	}
 	j.meta = driveMeta(l.state, false)
 	delivered, err := rt.commitPending(ctx, j, l.state)
 	if err != nil || !delivered {

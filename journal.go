@@ -25,6 +25,11 @@ type journal struct {
 	// meta is stamped on every event this journal writes (a simulation's
 	// marker); per-commit metadata is merged over it.
 	meta map[string]json.RawMessage
+	// fencer, when the store fences, makes every append conditional on
+	// token still being the execution's newest: a driver that another
+	// took over from is refused (K9.4).
+	fencer store.Fencer
+	token  int64
 	// snapshotEvery > 0 checkpoints the state after every N-th event, once
 	// that event is durable, through saveSnapshot (called off the lock).
 	snapshotEvery int64
@@ -127,7 +132,12 @@ func (j *journal) drain() {
 			return
 		}
 		j.mu.Unlock()
-		err := j.store.Append(context.Background(), j.executionID, batch[0].Sequence, batch)
+		var err error
+		if j.fencer != nil {
+			err = j.fencer.AppendFenced(context.Background(), j.executionID, j.token, batch[0].Sequence, batch)
+		} else {
+			err = j.store.Append(context.Background(), j.executionID, batch[0].Sequence, batch)
+		}
 		j.mu.Lock()
 		if err != nil {
 			j.err = &JournalError{ExecutionID: j.executionID, Sequence: batch[0].Sequence, Err: err}

@@ -46,6 +46,9 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 		}
 		j := rt.newJournal(id, l.workflowID, l.state)
 		defer j.settle()
+		if err := rt.takeOver(ctx, j); err != nil {
+			return err
+		}
 		if _, err := j.commitTerminal(event.ExecutionCancelled, payload, nil); err != nil {
 			return err
 		}
@@ -106,6 +109,9 @@ func (rt *Runtime) recordDenial(ctx context.Context, id, action, reason string) 
 	}
 	j := rt.newJournal(id, l.workflowID, l.state)
 	defer j.settle()
+	if err := rt.takeOver(ctx, j); err != nil {
+		return
+	}
 	if _, err := j.commit(event.ExecutionDenied, payload, nil); err == nil {
 		if err := j.barrier(ctx); err != nil {
 			rt.cfg.Logger.Warn("loom: denial not recorded", "execution", id, "error", err)

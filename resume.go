@@ -84,6 +84,10 @@ func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, princi
 	}
 	j := rt.newJournal(id, l.workflowID, l.state)
 	j.meta = driveMeta(l.state, o.simulate)
+	if err := rt.takeOver(ctx, j); err != nil {
+		rt.release(x)
+		return err
+	}
 	if err := commitAll(j, answerEvents(ev, principal, a)); err != nil {
 		rt.release(x)
 		return err
@@ -156,6 +160,10 @@ func (rt *Runtime) redrive(x *execution, l loaded, simulate bool) error {
 	}
 	j := rt.newJournal(x.id, l.workflowID, l.state)
 	j.meta = driveMeta(l.state, simulate)
+	if err := rt.takeOver(context.Background(), j); err != nil {
+		rt.release(x)
+		return err
+	}
 	if _, err := j.commit(event.ExecutionRecovered, map[string]any{"reason": "re-driven after its driver stopped"}, nil); err != nil {
 		rt.release(x)
 		return err

@@ -69,6 +69,9 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 	}
 	x.flow = target
 	j := rt.newJournal(id, target.ID, l.state)
+	if err := rt.takeOver(ctx, j); err != nil {
+		return fail(err)
+	}
 	j.workflowID = target.ID
 	j.meta = driveMeta(l.state, o.simulate)
 	var commits []pendingEvent
@@ -153,6 +156,10 @@ func (rt *Runtime) ResolveInDoubt(ctx context.Context, id string, v Verdict) err
 	}
 	j := rt.newJournal(id, l.workflowID, l.state)
 	j.meta = driveMeta(l.state, false)
+	if err := rt.takeOver(ctx, j); err != nil {
+		rt.release(x)
+		return err
+	}
 	kernel := map[string]json.RawMessage{"kernel": json.RawMessage("true")}
 	if _, err := j.commit(event.DecisionRecorded, map[string]any{"decisionId": verdictID(v.StepID, v.Attempt), "choice": choice}, kernel); err != nil {
 		rt.release(x)

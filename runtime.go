@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
@@ -131,8 +132,15 @@ func (rt *Runtime) liveExecution(id string) *execution {
 type StartOption func(*startOptions)
 
 type startOptions struct {
-	id string
+	id       string
+	deadline *time.Time
 }
+
+// WithDeadline bounds the whole execution (K8): past t it is cancelled
+// (EXECUTION_CANCELLED, "deadline exceeded") — by its timer when
+// Config.Timers is wired, wherever it is parked — and every effect's
+// context expires at t. The deadline is recorded, so it survives restarts.
+func WithDeadline(t time.Time) StartOption { return func(o *startOptions) { o.deadline = &t } }
 
 // WithExecutionID starts under a caller-chosen id; a duplicate is refused
 // with ErrExecutionExists before anything runs (ADR 0103).
@@ -171,13 +179,18 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 	if p := principalOf(ctx); p != nil {
 		started["principal"] = p
 	}
-	return id, rt.start(ctx, flow, id, started)
+	var deadline *int64
+	if o.deadline != nil {
+		ms := o.deadline.UnixMilli()
+		deadline = &ms
+	}
+	return id, rt.start(ctx, flow, id, started, deadline)
 }
 
 // start records EXECUTION_STARTED (started, plus the flow's pins) durably
 // under id and drives the flow. A log that already exists is refused with
 // ErrExecutionExists before anything runs.
-func (rt *Runtime) start(ctx context.Context, flow *Flow, id string, started map[string]any) error {
+func (rt *Runtime) start(ctx context.Context, flow *Flow, id string, started map[string]any, deadline *int64) error {
 	x, err := rt.claim(id, flow)
 	if errors.Is(err, errBusy) {
 		return fmt.Errorf("%w: %q", ErrExecutionExists, id)
@@ -194,6 +207,12 @@ func (rt *Runtime) start(ctx context.Context, flow *Flow, id string, started map
 		rt.release(x)
 		return err
 	}
+	if deadline != nil {
+		if err := rt.recordDeadline(ctx, j, *deadline); err != nil {
+			rt.release(x)
+			return err
+		}
+	}
 	if err := j.barrier(ctx); err != nil {
 		rt.release(x)
 		if errors.Is(err, store.ErrSequenceConflict) {
@@ -207,11 +226,29 @@ func (rt *Runtime) start(ctx context.Context, flow *Flow, id string, started map
 
 func (rt *Runtime) newJournal(id, workflowID string, st fold.State) *journal {
 	j := newJournal(rt.cfg.Events, id, workflowID, st, func() int64 { return rt.cfg.Clock.Now().UnixMilli() }, rt.cfg.NewID)
+	if f, ok := rt.cfg.Events.(store.Fencer); ok && !rt.cfg.DisableFencing {
+		j.fencer = f
+	}
 	if rt.cfg.Snapshots != nil && rt.cfg.SnapshotEvery > 0 {
 		j.snapshotEvery = int64(rt.cfg.SnapshotEvery)
 		j.saveSnapshot = func(s fold.State) { rt.saveSnapshot(id, s) }
 	}
 	return j
+}
+
+// takeOver makes j the execution's newest driver: with a fencing store,
+// every driver before it is refused from now on. A fresh start needs none:
+// its conditional append at sequence 0 is the fence.
+func (rt *Runtime) takeOver(ctx context.Context, j *journal) error {
+	if j.fencer == nil {
+		return nil
+	}
+	token, err := j.fencer.AcquireFence(ctx, j.executionID)
+	if err != nil {
+		return err
+	}
+	j.token = token
+	return nil
 }
 
 // drive runs the flow over j in the background and releases x when done.

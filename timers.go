@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -85,6 +86,34 @@ func (rt *Runtime) dropParkTimer(ctx context.Context, id string, wakeAt *int64) 
 	if _, err := rt.cfg.Timers.Delete(ctx, parkTimerKey(id), *wakeAt); err != nil {
 		rt.cfg.Logger.Warn("loom: park timer not dropped; it will be refused when it fires", "execution", id, "error", err)
 	}
+}
+
+// deadlineID is the kernel decision recording an execution's deadline.
+const deadlineID = "__loom_deadline"
+
+// deadlineTimerKey is the TimerStore key of an execution's deadline.
+func deadlineTimerKey(id string) string { return "deadline:" + id }
+
+// recordDeadline records the execution's deadline (a kernel decision) and
+// stores its timer first, so the deadline is enforced across restarts.
+func (rt *Runtime) recordDeadline(ctx context.Context, j *journal, at int64) error {
+	if rt.cfg.Timers != nil {
+		if err := rt.cfg.Timers.Put(ctx, store.Timer{Key: deadlineTimerKey(j.executionID), ExecutionID: j.executionID, WakeAt: at}); err != nil {
+			return err
+		}
+	}
+	_, err := j.commit(event.DecisionRecorded, map[string]any{"decisionId": deadlineID, "choice": at}, kernelStamp())
+	return err
+}
+
+// deadlineOf is the recorded deadline of the execution, if any.
+func deadlineOf(st fold.State) (int64, bool) {
+	d, ok := st.Variables.Decisions[deadlineID]
+	var at int64
+	if !ok || json.Unmarshal(d.Choice, &at) != nil {
+		return 0, false
+	}
+	return at, true
 }
 
 // TimerHandler fires a timer whose key has the handler's prefix (a
@@ -179,6 +208,12 @@ func (rt *Runtime) fire(ctx context.Context, t store.Timer) (bool, error) {
 			if !errors.As(err, &ve) {
 				return false, err
 			}
+		}
+	} else if strings.HasPrefix(t.Key, "deadline:") {
+		err := rt.Cancel(ctx, t.ExecutionID, "deadline exceeded")
+		var rr *ResumeRefusedError
+		if err != nil && !errors.As(err, &rr) && !errors.Is(err, ErrExecutionNotFound) {
+			return false, err
 		}
 	} else if h := rt.timerHandler(t.Key); h != nil {
 		if err := h(ctx, t); err != nil {
