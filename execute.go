@@ -22,8 +22,8 @@ const MaxTypedFailureBytes = 16 << 10
 // recorded. The effect never runs again once its outcome is in the log.
 func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 	c.checkpoint()
-	if t == nil || t.Invoke == nil {
-		return nil, errors.New("loom: execute: task without an effect")
+	if t == nil || t.Invoke == nil && t.ToolID == "" {
+		return nil, errors.New("loom: execute: a task needs Invoke or a ToolID registered in Config.Effects")
 	}
 	if err := event.ValidateID("step id", t.ID); err != nil {
 		return nil, err
