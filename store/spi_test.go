@@ -43,6 +43,7 @@ var pinned = map[string]struct {
 		[]any{(*SnapshotStore)(nil), (*SnapshotLister)(nil), (*SnapshotPruner)(nil), (*SnapshotDeleter)(nil)}},
 	"BranchRegistry": {BranchRegistrySPIVersion, []any{(*BranchRegistry)(nil)}},
 	"TimerStore":     {TimerStoreSPIVersion, []any{(*TimerStore)(nil)}},
+	"LeaseStore":     {LeaseStoreSPIVersion, []any{(*LeaseStore)(nil)}},
 	"ContentStore":   {ContentStoreSPIVersion, []any{(*ContentStore)(nil), (*ContentDeleter)(nil)}},
 }
 
@@ -50,6 +51,7 @@ var pinnedDigests = map[string]string{
 	"EventStore@1.0.0":     "6b090377363e44102e4bc1c796c385343b7d0a4e03e93763b0904956285111b9",
 	"SnapshotStore@1.0.0":  "6c167032236d0eb55992c125579cbd78478a2686923f5fcf2f64a339ab9cb451",
 	"BranchRegistry@1.0.0": "eee6c3487f9a0783d92a0b204c99dfc44d3ae5e02506dd27d0f1c855f7cd95b9",
+	"LeaseStore@1.0.0":     "36d620ac881656604a878dfe32359eb1fd6a0f3fa8da601ba4c1bfe03ec2c2f4",
 	"TimerStore@1.0.0":     "f9fec18017e3e1a1de729dcee188b5be7888a8e21899a7af9ff8cfdb3ae4bd10",
 	"ContentStore@1.0.0":   "e99c7325d4f9b021db16b807c3ee0571750af35e2abaec7755c5e0a9f4e1c873",
 }
