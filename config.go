@@ -48,6 +48,17 @@ type Config struct {
 	EffectAuthorizer effect.Authorizer
 	// MaxEffectTime bounds every effect attempt (K8; default: unbounded).
 	MaxEffectTime time.Duration
+	// Leases, when set, gives each execution one live driver across nodes
+	// with heartbeat leases (see leases.go): a live lease vetoes another
+	// node's re-drive, an expired one lets Recover take the execution over.
+	Leases store.LeaseStore
+	// NodeID names this process as a lease owner (default: a random id).
+	NodeID string
+	// LeaseTTL is how long a lease lives without a heartbeat (default 30s).
+	LeaseTTL time.Duration
+	// Heartbeat is how often leases are renewed (default LeaseTTL/3;
+	// negative: no background heartbeat, call RenewLeases).
+	Heartbeat time.Duration
 	// DisableFencing turns off fencing even when the event store offers it
 	// (store.Fencer). With fencing, a driver that another process took the
 	// execution over from (a re-drive, a resume) has its appends refused
@@ -190,5 +201,14 @@ func (c *Config) applyDefaults() {
 	}
 	if c.TimerWorkers <= 0 {
 		c.TimerWorkers = 32
+	}
+	if c.NodeID == "" {
+		c.NodeID = "node-" + c.NewID()
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = c.LeaseTTL / 3
 	}
 }

@@ -156,6 +156,11 @@ func (rt *Runtime) Recover(ctx context.Context) (int, error) {
 			if s := l.state.Status; s != fold.StatusRunning && s != fold.StatusPending {
 				continue
 			}
+			if gone, err := rt.abandoned(ctx, info.ExecutionID, l.state); err != nil {
+				return n, err
+			} else if !gone {
+				continue // another node drives it: its lease (or its recent activity) says so
+			}
 			err = rt.Resume(ctx, info.ExecutionID, ResumeEvent{EventType: event.ExecutionRecovered})
 			switch {
 			case err == nil:

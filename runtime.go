@@ -33,7 +33,8 @@ type Runtime struct {
 	stickyOrder *list.List // sticky park ids, oldest first
 
 	timerHandlers map[string]TimerHandler
-	streams       streamLengths // inbox stream lengths this process knows
+	streams       streamLengths          // inbox stream lengths this process knows
+	leases        map[string]store.Lease // leases this node holds, by execution
 }
 
 // execution is an execution claimed by this process: at most one drive (or
@@ -70,6 +71,10 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Timers != nil && cfg.TimerPoll > 0 {
 		rt.wg.Add(1)
 		go rt.pollTimers()
+	}
+	if cfg.Leases != nil && cfg.Heartbeat > 0 {
+		rt.wg.Add(1)
+		go rt.heartbeat()
 	}
 	return rt, nil
 }
@@ -116,6 +121,7 @@ func (rt *Runtime) claim(id string, flow *Flow) (*execution, error) {
 var errBusy = errors.New("loom: execution is being driven")
 
 func (rt *Runtime) release(x *execution) {
+	rt.releaseLease(x.id)
 	rt.mu.Lock()
 	delete(rt.live, x.id)
 	rt.mu.Unlock()
@@ -236,10 +242,15 @@ func (rt *Runtime) newJournal(id, workflowID string, st fold.State) *journal {
 	return j
 }
 
-// takeOver makes j the execution's newest driver: with a fencing store,
-// every driver before it is refused from now on. A fresh start needs none:
-// its conditional append at sequence 0 is the fence.
+// takeOver makes j the execution's newest driver: it takes the lease (when
+// leases are wired; another node's live lease refuses it) and, with a
+// fencing store, the fence, so every driver before it is refused from now
+// on. A fresh start needs neither: its conditional append at sequence 0 is
+// the fence, and its lease comes with the first heartbeat.
 func (rt *Runtime) takeOver(ctx context.Context, j *journal) error {
+	if err := rt.acquireLease(ctx, j.executionID); err != nil {
+		return err
+	}
 	if j.fencer == nil {
 		return nil
 	}

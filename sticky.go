@@ -109,6 +109,7 @@ func (r *run) parkSticky(p suspendPayload) {
 	r.armTimer(p)
 	r.commit(event.ExecutionSuspended, p, nil)
 	r.barrier()
+	r.rt.releaseLease(r.x.id) // parked: any node may resume it
 	st := r.j.state()
 	r.rt.saveSnapshot(r.x.id, st)
 	r.snapshotAt = st.Sequence
@@ -157,6 +158,9 @@ func (rt *Runtime) resumeSticky(ctx context.Context, id string, ev ResumeEvent, 
 	}
 	if err := r.j.barrier(ctx); err != nil || simulate && !r.simulate {
 		return evict()
+	}
+	if err := rt.acquireLease(ctx, id); err != nil {
+		return evict() // another node holds it: the store decides, not this memory
 	}
 	st := r.j.state()
 	// Another process may have written to the log since this park.
