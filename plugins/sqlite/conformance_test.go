@@ -84,6 +84,22 @@ func TestTimerStoreConformance(t *testing.T) {
 	})
 }
 
+func TestLeaseStoreConformance(t *testing.T) {
+	open := func(t *testing.T, path string) store.LeaseStore {
+		s, err := OpenLeaseStore(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	storetest.RunLeaseStore(t, storetest.LeaseStoreFactory{
+		New: func(t *testing.T) store.LeaseStore { return open(t, filepath.Join(t.TempDir(), "leases.db")) },
+		Reopen: func(t *testing.T, closed store.LeaseStore) store.LeaseStore {
+			return open(t, closed.(*LeaseStore).Path())
+		},
+	})
+}
+
 func TestContentStoreConformance(t *testing.T) {
 	open := func(t *testing.T, path string) store.ContentStore {
 		s, err := OpenContentStore(path)
@@ -170,6 +186,40 @@ func TestStorageCarriesTimers(t *testing.T) {
 	}()
 	got, found, err := st.Timers.Get(ctx, want.Key)
 	if err != nil || !found || got.WakeAt != want.WakeAt || string(got.Payload) != string(want.Payload) || got.ExecutionID != want.ExecutionID {
+		t.Fatalf("Get after reopen = %+v, %v, %v; want %+v", got, found, err, want)
+	}
+}
+
+// TestStorageCarriesLeases: the preset's Leases shares the file with the
+// other stores, closes with Stores.Close and keeps its leases across it.
+func TestStorageCarriesLeases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loom.db")
+	ctx := context.Background()
+	st, err := Storage(StorageOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := st.Leases.Acquire(ctx, "exec-1", "node-a", 100, 1_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Leases.Get(ctx, "exec-1"); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Get after Stores.Close = %v, want store.ErrClosed", err)
+	}
+	st, err = Storage(StorageOptions{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	got, found, err := st.Leases.Get(ctx, "exec-1")
+	if err != nil || !found || got != want {
 		t.Fatalf("Get after reopen = %+v, %v, %v; want %+v", got, found, err, want)
 	}
 }

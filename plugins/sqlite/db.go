@@ -21,7 +21,8 @@ var ErrInvalidOption = errors.New("sqlite: invalid option")
 // DB owns one SQLite database file in WAL mode: a single writer connection,
 // used by one group-committing caller at a time, and a pool of read-only
 // connections. The stores it hands out (EventStore, SnapshotStore,
-// BranchRegistry, TimerStore) are views that share it.
+// BranchRegistry, TimerStore, LeaseStore, ContentStore) are views that
+// share it.
 //
 // Ownership: the DB owns the file and every connection. Closing a view only
 // detaches that view (its later calls return store.ErrClosed); DB.Close
@@ -140,11 +141,14 @@ func (db *DB) BranchRegistry() *BranchRegistry { return &BranchRegistry{view: vi
 // TimerStore returns a view of the durable timers. Closing it does not close db.
 func (db *DB) TimerStore() *TimerStore { return &TimerStore{view: view{db: db}} }
 
+// LeaseStore returns a view of the leases. Closing it does not close db.
+func (db *DB) LeaseStore() *LeaseStore { return &LeaseStore{view: view{db: db}} }
+
 // WriteStats counts the appends committed since Open.
 type WriteStats struct {
 	// Transactions is the number of committed transactions that wrote
-	// appended events (snapshot, ref, timer, fence, fork and delete writes
-	// are not counted).
+	// appended events (snapshot, ref, timer, lease, fence, fork and delete
+	// writes are not counted).
 	Transactions int64
 	// Batches is the number of Append calls they acknowledged as written.
 	Batches int64
@@ -194,6 +198,7 @@ type readStmts struct {
 	refsFrom       *sql.Stmt
 	timer          *sql.Stmt
 	timersDue      *sql.Stmt
+	lease          *sql.Stmt
 }
 
 const eventCols = `sequence, id, workflow_id, event_type, timestamp, payload, metadata`
@@ -223,6 +228,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 		{&r.refsFrom, `SELECT name, execution_id, version FROM refs WHERE name >= ? ORDER BY name`},
 		{&r.timer, `SELECT ` + timerCols + ` FROM timers WHERE key = ?`},
 		{&r.timersDue, `SELECT ` + timerCols + ` FROM timers WHERE wake_at <= ? ORDER BY wake_at, key LIMIT ?`},
+		{&r.lease, sqlGetLease},
 	}
 	for _, s := range list {
 		st, err := db.PrepareContext(ctx, s.q)
@@ -238,7 +244,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 func (r *readStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{r.eventsFrom, r.eventsRange, r.executions, r.snapshotLatest,
-		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom, r.timer, r.timersDue} {
+		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom, r.timer, r.timersDue, r.lease} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

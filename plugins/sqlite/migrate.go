@@ -113,6 +113,17 @@ var schemaMigrations = []migration{
 			data BLOB NOT NULL
 		)`,
 	}},
+	{6, "leases", []string{
+		// One row per execution ever leased. A released lease keeps its row
+		// with a NULL owner, so its token survives and the next grant still
+		// outranks it (like fences). Rows are small and read by key.
+		`CREATE TABLE leases (
+			execution_id TEXT NOT NULL PRIMARY KEY,
+			owner        TEXT,
+			token        INTEGER NOT NULL,
+			expires_at   INTEGER NOT NULL
+		) WITHOUT ROWID`,
+	}},
 }
 
 // migrate brings the schema up to the last step of list, one transaction per

@@ -24,17 +24,20 @@ type StorageOptions struct {
 }
 
 // Stores is the storage a runtime needs, over one SQLite file: the event
-// log, the snapshots, the branch refs, the durable timers and the
-// claim-check content store, all sharing one DB.
+// log, the snapshots, the branch refs, the durable timers, the heartbeat
+// leases and the claim-check content store, all sharing one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the five
-// stores; closing one of the five only detaches that one. Close may be
+// Ownership: Stores owns the DB. Close closes it, and with it the six
+// stores; closing one of the six only detaches that one. Close may be
 // called more than once and returns the first call's result.
 type Stores struct {
 	Events    store.EventStore
 	Snapshots store.SnapshotStore
 	Branches  store.BranchRegistry
 	Timers    store.TimerStore
+	// Leases grants the heartbeat leases that keep one live driver per
+	// execution across nodes sharing the file.
+	Leases store.LeaseStore
 	// Content keeps claim-checked effect results (ADR 0054); it is also a
 	// store.ContentDeleter.
 	Content store.ContentStore
@@ -46,8 +49,8 @@ type Stores struct {
 
 // Storage is the preset that wires Loom to one SQLite file: it opens
 // opts.Path (see Open for the guarantees and failure modes) and returns its
-// event store, snapshot store, branch registry, timer store and content
-// store in a Stores value.
+// event store, snapshot store, branch registry, timer store, lease store
+// and content store in a Stores value.
 func Storage(opts StorageOptions) (Stores, error) {
 	o := []Option{WithSynchronous(opts.Synchronous), WithLimits(opts.Limits)}
 	if opts.BusyTimeout > 0 {
@@ -65,14 +68,15 @@ func Storage(opts StorageOptions) (Stores, error) {
 		Snapshots: db.SnapshotStore(),
 		Branches:  db.BranchRegistry(),
 		Timers:    db.TimerStore(),
+		Leases:    db.LeaseStore(),
 		Content:   db.ContentStore(),
 		Close:     db.Close,
 		DB:        db,
 	}, nil
 }
 
-// view is what EventStore, SnapshotStore, BranchRegistry, TimerStore and
-// ContentStore share: the DB they work on and whether closing them closes it.
+// view is what EventStore, SnapshotStore, BranchRegistry, TimerStore,
+// LeaseStore and ContentStore share: the DB they work on and whether closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on
 // Close: the DB and its other views stay open, and the DB is closed once, by
@@ -151,4 +155,14 @@ func OpenTimerStore(path string, opts ...Option) (*TimerStore, error) {
 		return nil, err
 	}
 	return &TimerStore{view: view{db: db, owned: true}}, nil
+}
+
+// OpenLeaseStore is OpenEventStore for a LeaseStore that owns its database
+// file.
+func OpenLeaseStore(path string, opts ...Option) (*LeaseStore, error) {
+	db, err := Open(path, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &LeaseStore{view: view{db: db, owned: true}}, nil
 }

@@ -2,8 +2,8 @@
 // storage SPIs: EventStore (with every optional capability: RangeReader,
 // Subscriber, PrefixCopier, ExecutionDeleter and Fencer), SnapshotStore (with
 // SnapshotLister, SnapshotPruner and SnapshotDeleter), BranchRegistry,
-// TimerStore and ContentStore (with ContentDeleter; it trusts its memory and
-// does not re-hash on Get).
+// TimerStore, LeaseStore and ContentStore (with ContentDeleter; it trusts
+// its memory and does not re-hash on Get).
 //
 // They are what the kernel's own tests and simulations run on, and they pass
 // the storetest conformance kits with no skips, so their behaviour is the

@@ -60,6 +60,13 @@ func TestTimerStoreConformance(t *testing.T) {
 	})
 }
 
+// TestLeaseStoreConformance runs the LeaseStore kit.
+func TestLeaseStoreConformance(t *testing.T) {
+	storetest.RunLeaseStore(t, storetest.LeaseStoreFactory{
+		New: func(*testing.T) store.LeaseStore { return memstore.NewLeaseStore() },
+	})
+}
+
 // TestContentStoreConformance runs the ContentStore kit with the default
 // cap, counting blobs through Stats.
 func TestContentStoreConformance(t *testing.T) {

@@ -27,6 +27,7 @@
 //		storetest.RunSnapshotStore(t, storetest.SnapshotStoreFactory{New: ...})
 //		storetest.RunBranchRegistry(t, storetest.BranchRegistryFactory{New: ...})
 //		storetest.RunTimerStore(t, storetest.TimerStoreFactory{New: ...})
+//		storetest.RunLeaseStore(t, storetest.LeaseStoreFactory{New: ...})
 //		storetest.RunContentStore(t, storetest.ContentStoreFactory{New: ...})
 //	}
 //
@@ -62,6 +63,10 @@
 //     an error of another kind, or a blob it resembles).
 //   - Fence tokens are per execution and, for a durable store, survive a
 //     reopen: a token acquired before the reopen is stale after a new one.
+//   - Lease tokens are per execution and strictly increase across every
+//     grant, a re-acquisition by the holder and a grant after a Release
+//     included, and across a reopen; of owners racing for one lease exactly
+//     one wins. Invalid lease input is an *event.InvalidEnvelopeError.
 //
 // The kits are deterministic: they never sleep; channel waits are bounded by
 // a generous timeout that only guards against a hang. They must not run in
