@@ -38,13 +38,21 @@ func (rt *Runtime) acquireLease(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	rt.holdLease(id, l)
+	return nil
+}
+
+// holdLease remembers a lease this node holds for a claimed execution.
+func (rt *Runtime) holdLease(id string, l store.Lease) {
 	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if _, claimed := rt.live[id]; !claimed {
+		return
+	}
 	if rt.leases == nil {
 		rt.leases = map[string]store.Lease{}
 	}
 	rt.leases[id] = l
-	rt.mu.Unlock()
-	return nil
 }
 
 // releaseLease gives the lease up when the drive parks or ends.
@@ -107,11 +115,7 @@ func (rt *Runtime) RenewLeases(ctx context.Context) error {
 				first = err
 			}
 		default:
-			rt.mu.Lock()
-			if _, live := rt.live[h.id]; live {
-				rt.leases[h.id] = l
-			}
-			rt.mu.Unlock()
+			rt.holdLease(h.id, l)
 		}
 	}
 	return first
