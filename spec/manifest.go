@@ -2,8 +2,10 @@ package spec
 
 import (
 	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/dispatch"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/wire"
 )
 
 // Component names: the keys of KernelManifest.Versions and of the map
@@ -14,13 +16,18 @@ const (
 	ComponentEventStoreSPI     = "eventStoreSpi"
 	ComponentSnapshotStoreSPI  = "snapshotStoreSpi"
 	ComponentBranchRegistrySPI = "branchRegistrySpi"
+	ComponentTimerStoreSPI     = "timerStoreSpi"
+	ComponentLeaseStoreSPI     = "leaseStoreSpi"
+	ComponentContentStoreSPI   = "contentStoreSpi"
+	ComponentDispatcherSPI     = "dispatcherSpi"
+	ComponentWireABI           = "wireAbi"
 )
 
 // KernelManifest lists the kernel's contract versions and the sets they
 // version (spec §9). It is what `loom kernel-manifest --json` prints.
-//
-// The wire ABI version joins it when the wire package lands.
 type KernelManifest struct {
+	// WireABIVersion is wire.Version: the JSON-RPC projection of the ABI.
+	WireABIVersion string `json:"wireAbiVersion"`
 	// KernelABIVersion is loom.KernelABIVersion (spec §2, K1).
 	KernelABIVersion string `json:"kernelAbiVersion"`
 	// Syscalls is loom.KernelSyscalls: the set the kernel ABI pins.
@@ -39,6 +46,10 @@ type SPIVersions struct {
 	EventStore     string `json:"eventStore"`
 	SnapshotStore  string `json:"snapshotStore"`
 	BranchRegistry string `json:"branchRegistry"`
+	TimerStore     string `json:"timerStore"`
+	LeaseStore     string `json:"leaseStore"`
+	ContentStore   string `json:"contentStore"`
+	Dispatcher     string `json:"dispatcher"`
 }
 
 // Manifest returns the manifest of this kernel, built from the exported
@@ -50,10 +61,15 @@ func Manifest() KernelManifest {
 		Syscalls:           append([]string(nil), loom.KernelSyscalls...),
 		EventSchemaVersion: event.SchemaVersion,
 		KnownEventTypes:    event.KnownTypes(),
+		WireABIVersion:     wire.Version,
 		SPIs: SPIVersions{
 			EventStore:     store.EventStoreSPIVersion,
 			SnapshotStore:  store.SnapshotStoreSPIVersion,
 			BranchRegistry: store.BranchRegistrySPIVersion,
+			TimerStore:     store.TimerStoreSPIVersion,
+			LeaseStore:     store.LeaseStoreSPIVersion,
+			ContentStore:   store.ContentStoreSPIVersion,
+			Dispatcher:     dispatch.DispatcherSPIVersion,
 		},
 	}
 }
@@ -67,5 +83,10 @@ func (m KernelManifest) Versions() map[string]string {
 		ComponentEventStoreSPI:     m.SPIs.EventStore,
 		ComponentSnapshotStoreSPI:  m.SPIs.SnapshotStore,
 		ComponentBranchRegistrySPI: m.SPIs.BranchRegistry,
+		ComponentTimerStoreSPI:     m.SPIs.TimerStore,
+		ComponentLeaseStoreSPI:     m.SPIs.LeaseStore,
+		ComponentContentStoreSPI:   m.SPIs.ContentStore,
+		ComponentDispatcherSPI:     m.SPIs.Dispatcher,
+		ComponentWireABI:           m.WireABIVersion,
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/dispatch"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/wire"
 )
 
 // TestSpec9ManifestAggregatesExportedConstants: the manifest is built from
@@ -16,6 +18,7 @@ import (
 func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 	m := Manifest()
 	want := KernelManifest{
+		WireABIVersion:     wire.Version,
 		KernelABIVersion:   loom.KernelABIVersion,
 		Syscalls:           loom.KernelSyscalls,
 		EventSchemaVersion: event.SchemaVersion,
@@ -24,6 +27,10 @@ func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 			EventStore:     store.EventStoreSPIVersion,
 			SnapshotStore:  store.SnapshotStoreSPIVersion,
 			BranchRegistry: store.BranchRegistrySPIVersion,
+			TimerStore:     store.TimerStoreSPIVersion,
+			LeaseStore:     store.LeaseStoreSPIVersion,
+			ContentStore:   store.ContentStoreSPIVersion,
+			Dispatcher:     dispatch.DispatcherSPIVersion,
 		},
 	}
 	if !reflect.DeepEqual(m, want) {
@@ -36,6 +43,11 @@ func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 		ComponentEventStoreSPI:     store.EventStoreSPIVersion,
 		ComponentSnapshotStoreSPI:  store.SnapshotStoreSPIVersion,
 		ComponentBranchRegistrySPI: store.BranchRegistrySPIVersion,
+		ComponentTimerStoreSPI:     store.TimerStoreSPIVersion,
+		ComponentLeaseStoreSPI:     store.LeaseStoreSPIVersion,
+		ComponentContentStoreSPI:   store.ContentStoreSPIVersion,
+		ComponentDispatcherSPI:     dispatch.DispatcherSPIVersion,
+		ComponentWireABI:           wire.Version,
 	}
 	if !reflect.DeepEqual(versions, wantVersions) {
 		t.Fatalf("Versions() = %v, want %v", versions, wantVersions)
@@ -58,13 +70,13 @@ func TestManifestJSONShape(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"kernelAbiVersion", "syscalls", "eventSchemaVersion", "knownEventTypes", "spis"} {
+	for _, k := range []string{"wireAbiVersion", "kernelAbiVersion", "syscalls", "eventSchemaVersion", "knownEventTypes", "spis"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("manifest JSON lacks %q: %s", k, b)
 		}
 	}
-	if len(got) != 5 {
-		t.Errorf("manifest JSON has %d fields, want 5: %s", len(got), b)
+	if len(got) != 6 {
+		t.Errorf("manifest JSON has %d fields, want 6: %s", len(got), b)
 	}
 	var spis map[string]string
 	if err := json.Unmarshal(got["spis"], &spis); err != nil {
@@ -74,6 +86,10 @@ func TestManifestJSONShape(t *testing.T) {
 		"eventStore":     store.EventStoreSPIVersion,
 		"snapshotStore":  store.SnapshotStoreSPIVersion,
 		"branchRegistry": store.BranchRegistrySPIVersion,
+		"timerStore":     store.TimerStoreSPIVersion,
+		"leaseStore":     store.LeaseStoreSPIVersion,
+		"contentStore":   store.ContentStoreSPIVersion,
+		"dispatcher":     dispatch.DispatcherSPIVersion,
 	}
 	if !reflect.DeepEqual(spis, want) {
 		t.Errorf("spis = %v, want %v", spis, want)

@@ -13,15 +13,8 @@ import (
 	"github.com/loom-kernel/loom/wire"
 )
 
-// componentWire is the compat name of the wire ABI, which spec.Manifest
-// does not carry yet.
-const componentWire = "wireAbi"
-
-// manifest is spec.Manifest() with the wire ABI version beside it.
-type manifest struct {
-	spec.KernelManifest
-	WireABIVersion string `json:"wireAbiVersion"`
-}
+// componentWire is the compat name of the wire ABI.
+const componentWire = spec.ComponentWireABI
 
 func (c *cli) manifestCommand() *cobra.Command {
 	return &cobra.Command{
@@ -32,7 +25,7 @@ syscalls, the event schema version and its event types, the storage SPI
 versions — and the wire ABI version, built from the constants of this binary.`,
 		Args: c.args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m := manifest{KernelManifest: spec.Manifest(), WireABIVersion: wire.Version}
+			m := spec.Manifest()
 			if c.json {
 				return c.printJSON(m)
 			}
@@ -42,7 +35,7 @@ versions — and the wire ABI version, built from the constants of this binary.`
 			t.row(componentWire, m.WireABIVersion, fmt.Sprintf("%d methods: %s", len(wire.Methods()), strings.Join(wire.Methods(), ", ")))
 			versions := m.Versions()
 			for _, name := range slices.Sorted(maps.Keys(versions)) {
-				if name != spec.ComponentKernelABI && name != spec.ComponentEventSchema {
+				if name != spec.ComponentKernelABI && name != spec.ComponentEventSchema && name != componentWire {
 					t.row(name, versions[name], "")
 				}
 			}

@@ -263,7 +263,7 @@ func TestReplayCheck(t *testing.T) {
 // TestKernelManifestAndCompat prints the manifest and gates versions.
 func TestKernelManifestAndCompat(t *testing.T) {
 	bin, _ := setup(t)
-	var m manifest
+	var m spec.KernelManifest
 	decodeJSON(t, mustLoom(t, bin, "kernel-manifest", "--json"), &m)
 	want := spec.Manifest()
 	if m.KernelABIVersion != want.KernelABIVersion || !slices.Equal(m.Syscalls, want.Syscalls) ||
