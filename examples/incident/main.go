@@ -195,6 +195,8 @@ func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) 
 		Events:     st.Events,
 		Snapshots:  st.Snapshots,
 		Branches:   st.Branches,
+		Timers:     st.Timers, // the approval gate's 24h timeout survives restarts
+		Leases:     st.Leases,
 		Flows:      []*loom.Flow{newRemediateFlow(fx)},
 		Durability: loom.StepDurable,
 		Logger:     slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
