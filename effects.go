@@ -65,14 +65,25 @@ func (r *run) effectContext(c *Context, t *Task, attempt int64) (*effect.Context
 		}
 		deadline, hasDeadline = deadlineOf(*s)
 	})
-	ctx, cancel := c.scope.ctx, context.CancelFunc(func() {})
-	d := effectTimeout(t.Timeout, r.rt.cfg.MaxEffectTime)
-	if hasDeadline {
-		left := time.Duration(deadline-r.rt.cfg.Clock.Now().UnixMilli()) * time.Millisecond
-		d = effectTimeout(d, max(left, time.Millisecond))
+	// Each attempt gets its own deadline: the step's timeout and the bound
+	// on every effect apply per attempt, the execution's deadline to all.
+	attemptCtx := func() (context.Context, context.CancelFunc) {
+		d := effectTimeout(t.Timeout, r.rt.cfg.MaxEffectTime)
+		if hasDeadline {
+			left := time.Duration(deadline-r.rt.cfg.Clock.Now().UnixMilli()) * time.Millisecond
+			d = effectTimeout(d, max(left, time.Millisecond))
+		}
+		if d > 0 {
+			return context.WithTimeout(c.scope.ctx, d)
+		}
+		return c.scope.ctx, func() {}
 	}
-	if d > 0 {
-		ctx, cancel = context.WithTimeout(ctx, d)
+	ctx, first := attemptCtx()
+	cancels := []context.CancelFunc{first}
+	cancel := func() {
+		for _, c := range cancels {
+			c()
+		}
 	}
 	kind := t.Kind
 	if kind == "" {
@@ -84,8 +95,14 @@ func (r *run) effectContext(c *Context, t *Task, attempt int64) (*effect.Context
 	var ec *effect.Context
 	ec = effect.NewContext(ctx, base, effect.Hooks{
 		Emit: func(typ string, payload any) error { return r.effectEmit(c, ec, typ, payload) },
-		Retrying: func(cause error, delay time.Duration) (int64, error) {
-			return r.retrying(t.ID, ec.Attempt, cause, delay)
+		Retrying: func(cause error, delay time.Duration) (int64, context.Context, error) {
+			next, err := r.retrying(t, ec.Attempt, cause, delay)
+			if err != nil {
+				return 0, nil, err
+			}
+			actx, acancel := attemptCtx()
+			cancels = append(cancels, acancel)
+			return next, actx, nil
 		},
 	})
 	return ec, cancel
@@ -140,13 +157,20 @@ func namespacedDecision(ec *effect.Context, raw json.RawMessage) (json.RawMessag
 }
 
 // retrying records STEP_RETRYING for a failed attempt and returns the next
-// attempt's number.
-func (r *run) retrying(stepID string, attempt int64, cause error, delay time.Duration) (int64, error) {
+// attempt's number. For a non-idempotent task the record is durable before
+// the next attempt runs, so a crash during it parks that attempt in doubt
+// (K9) under its own number and idempotency key.
+func (r *run) retrying(t *Task, attempt int64, cause error, delay time.Duration) (int64, error) {
 	next := attempt + 1
-	payload := map[string]any{"stepId": stepID, "attempt": next, "error": map[string]any{"message": cause.Error()},
+	payload := map[string]any{"stepId": t.ID, "attempt": next, "error": map[string]any{"message": cause.Error()},
 		"delayMs": delay.Milliseconds()}
 	if _, err := r.j.commit(event.StepRetrying, payload, nil); err != nil {
 		return 0, err
+	}
+	if t.NonIdempotent {
+		if err := r.j.barrier(context.Background()); err != nil {
+			return 0, err
+		}
 	}
 	return next, nil
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/effect"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/middleware"
 )
 
 func mustRegistry(t *testing.T, effects map[string]effect.Func) *effect.Registry {
@@ -133,5 +135,36 @@ func TestEffectEmitIsValidatedAndItsDecisionsNamespaced(t *testing.T) {
 		if _, stamped := e.FlowEmit(); stamped && (e.Type == event.ResourceMetered || e.Type == event.DecisionRecorded) {
 			t.Fatalf("an effect's emit was stamped: %s", e.Type)
 		}
+	}
+}
+
+// K8 with retries: a step's timeout bounds each attempt, not all of them.
+func TestK8_EachRetryAttemptGetsItsOwnDeadline(t *testing.T) {
+	var attempts atomic.Int64
+	slow := loom.NewStep("slow", func(c context.Context, _ struct{}) (string, error) {
+		if attempts.Add(1) == 1 {
+			<-c.Done() // the first attempt times out
+			return "", errors.New("attempt timed out")
+		}
+		if c.Err() != nil {
+			return "", errors.New("the second attempt started with an expired deadline")
+		}
+		return "second attempt in time", nil
+	})
+	slow.Task().Timeout = 20 * time.Millisecond
+	flow := loom.NewFlow("retried", func(ctx *loom.Context, _ struct{}) (string, error) {
+		return loom.Run(ctx, slow, struct{}{})
+	})
+	noWait := func(context.Context, time.Duration) error { return nil }
+	retry := middleware.Retry(middleware.RetryPolicy{MaxAttempts: 2, Sleep: noWait,
+		Retryable: func(error) bool { return true }})
+	h := newHarnessWith(t, loom.Config{Middleware: []effect.Middleware{retry}}, flow)
+	id, _ := h.rt.Start(h.ctx(), "retried", nil)
+	res, err := h.rt.WaitForCompletion(h.ctx(), id)
+	if err != nil || string(res.Output) != `"second attempt in time"` || attempts.Load() != 2 {
+		t.Fatalf("%s %v after %d attempts", res.Output, err, attempts.Load())
+	}
+	if fr := res.State.Frames["slow"]; fr.Attempt != 2 {
+		t.Fatalf("frame %+v", fr)
 	}
 }

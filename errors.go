@@ -124,6 +124,12 @@ func (e *TypedFailure) Error() string {
 	return "loom: typed failure on channel " + strconv.Quote(e.Channel)
 }
 
+// TypedChannel returns the failure's channel. It lets packages that do not
+// import loom (the middleware rings) recognise a typed failure with
+// errors.As on interface{ TypedChannel() string }: an answer on a declared
+// channel, which a retry must not repeat.
+func (e *TypedFailure) TypedChannel() string { return e.Channel }
+
 // Fail returns a *TypedFailure on channel with payload encoded as JSON.
 func Fail(channel string, payload any) error {
 	b, err := json.Marshal(payload)

@@ -54,8 +54,9 @@ func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 			return nil, &TypedFailure{Channel: fr.ErrorChannel, Payload: fr.ErrorPayload}
 		case fr.Status == fold.FrameInDoubt:
 			return r.serveInDoubt(c, t, in, fr, verdict)
-		case fr.Status == fold.FrameRunning && t.NonIdempotent:
-			// Started durably, no outcome: a crash hid whether it ran (K9).
+		case (fr.Status == fold.FrameRunning || fr.Status == fold.FrameRetrying) && t.NonIdempotent:
+			// Started (or retrying) durably, no outcome: a crash hid whether
+			// the attempt ran (K9).
 			r.observeStep(c, t.ID, true)
 			r.parkInDoubt(t.ID, fr.Attempt)
 		}
@@ -70,7 +71,7 @@ func nextAttempt(fr fold.Frame, exists bool) int64 {
 	switch {
 	case !exists:
 		return 1
-	case fr.Status == fold.FrameRunning:
+	case fr.Status == fold.FrameRunning || fr.Status == fold.FrameRetrying:
 		return fr.Attempt
 	default:
 		return fr.Attempt + 1

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom"
-	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store/memstore"
 )
 
@@ -32,12 +31,13 @@ func twoNodes(t *testing.T, flow *loom.Flow) (*harness, *loom.Runtime, *loom.Run
 }
 
 func TestLeases_ALiveLeaseVetoesAReDriveAndAnExpiredOneAllowsIt(t *testing.T) {
-	release := make(chan struct{})
+	release, entered := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
 	flow := loom.NewFlow("held", func(ctx *loom.Context, _ struct{}) (int64, error) {
 		out, err := ctx.Run("work", func(c context.Context) (any, error) {
 			n := runs.Add(1)
 			if n == 1 {
+				close(entered)
 				select {
 				case <-release:
 				case <-c.Done():
@@ -56,7 +56,7 @@ func TestLeases_ALiveLeaseVetoesAReDriveAndAnExpiredOneAllowsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, h, id, func(s fold.State) bool { return s.Frames["work"].Status == fold.FrameRunning })
+	<-entered // node a's effect is running (and stays stuck)
 	// Fresh start: no lease yet, but recent activity vetoes a re-drive.
 	if n, err := b.Recover(h.ctx()); err != nil || n != 0 {
 		t.Fatalf("b re-drove a just-started execution: %d %v", n, err)

@@ -3,6 +3,7 @@ package loom
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
@@ -72,11 +73,16 @@ func (r *run) cancelRun(ctx context.Context, payload any) error {
 	return r.j.barrier(ctx)
 }
 
+// bounded cuts s to fold.MaxReasonBytes on a rune boundary.
 func bounded(s string) string {
-	if len(s) > fold.MaxReasonBytes {
-		return s[:fold.MaxReasonBytes]
+	if len(s) <= fold.MaxReasonBytes {
+		return s
 	}
-	return s
+	cut := fold.MaxReasonBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // recordDenial appends EXECUTION_DENIED to an existing execution, through

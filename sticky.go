@@ -55,6 +55,9 @@ func (rt *Runtime) registerSticky(r *run) *stickyPark {
 		oldest := rt.stickyOrder.Front()
 		victim := rt.sticky[oldest.Value.(string)]
 		rt.dropStickyLocked(victim)
+		// Stopped before it is woken: until it has unwound, a Resume or a
+		// Cancel waits for its drive to end instead of refusing it as running.
+		victim.r.root.stop.Store(true)
 		victim.wake <- false
 	}
 	return sp
@@ -114,8 +117,10 @@ func (r *run) parkSticky(p suspendPayload) {
 	r.rt.saveSnapshot(r.x.id, st)
 	r.snapshotAt = st.Sequence
 	// A message sent between the flow's look at its inbox and this park
-	// found nobody parked: deliver it now.
-	if r.rt.takeStickyIf(sp) {
+	// found nobody parked: deliver it now. Only a select park waits on the
+	// inbox; any other stays registered, so a Resume that saw the durable
+	// park always finds it (taken out, it was refused as running).
+	if p.On == gateSelect && r.rt.takeStickyIf(sp) {
 		if r.deliverPending(st) {
 			r.mu.Lock()
 			r.parked = false

@@ -47,8 +47,9 @@ type Hooks struct {
 	// never stamped).
 	Emit func(eventType string, payload any) error
 	// Retrying records STEP_RETRYING for the attempt that failed and
-	// returns the next attempt number.
-	Retrying func(cause error, delay time.Duration) (int64, error)
+	// returns the next attempt number and that attempt's context (its own
+	// deadline); a nil context keeps the current one.
+	Retrying func(cause error, delay time.Duration) (int64, context.Context, error)
 }
 
 type contextKey struct{}
@@ -84,14 +85,18 @@ func (c *Context) Emit(eventType string, payload any) error {
 }
 
 // Retrying records that this attempt failed and another follows after
-// delay; it moves the context to the next attempt (a new idempotency key).
+// delay; it moves the context to the next attempt (a new idempotency key and
+// the attempt's own deadline).
 func (c *Context) Retrying(cause error, delay time.Duration) error {
 	if c.hooks.Retrying == nil {
 		return errors.New("effect: retries are not wired")
 	}
-	next, err := c.hooks.Retrying(cause, delay)
+	next, ctx, err := c.hooks.Retrying(cause, delay)
 	if err != nil {
 		return err
+	}
+	if ctx != nil {
+		c.ctx = context.WithValue(ctx, contextKey{}, c)
 	}
 	c.Attempt = next
 	c.IdempotencyKey = IdempotencyKey(c.ExecutionID, c.StepID, next)

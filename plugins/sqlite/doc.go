@@ -1,6 +1,6 @@
 // Package sqlite is Loom's embedded storage: the event log, snapshots,
-// branch refs, durable timers and claim-checked content in one SQLite file,
-// through modernc.org/sqlite.
+// branch refs, durable timers, heartbeat leases and claim-checked content in
+// one SQLite file, through modernc.org/sqlite.
 //
 // # Use
 //
@@ -8,13 +8,14 @@
 //
 //	st, err := sqlite.Storage(sqlite.StorageOptions{Path: "loom.db"})
 //	if err != nil { … }
-//	// run with st.Events, st.Snapshots, st.Branches, st.Timers, st.Content, then
+//	// run with st.Events, st.Snapshots, st.Branches, st.Timers, st.Leases,
+//	// st.Content, then
 //	err = st.Close() // commits what is queued, closes the file
 //
 // Open returns a *DB to take the stores one by one (DB.EventStore,
-// DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.ContentStore);
-// OpenEventStore and its siblings open a file for a single store that owns
-// it. Every store passes the store/storetest conformance kits and
+// DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.LeaseStore,
+// DB.ContentStore); OpenEventStore and its siblings open a file for a
+// single store that owns it. Every store passes the store/storetest conformance kits and
 // implements every optional capability of its SPI.
 //
 // # Durability: WAL and synchronous
@@ -78,10 +79,15 @@
 // seek on the events key, rather than a column every append would rewrite.
 // Timers live in the timers table, one row per key (Put is an upsert,
 // Delete a compare-and-delete on wake_at), and Due reads the (wake_at, key)
-// index in order up to its LIMIT on the read pool. Blobs live in the content
-// table, one row per ref (Put is INSERT OR IGNORE, a stored ref is answered
-// from the read pool with no write), and Get re-hashes what it reads,
-// refusing altered bytes with *store.ContentCorruptError.
+// index in order up to its LIMIT on the read pool. Leases live in the leases
+// table, one row per execution ever leased: Acquire is one conditional
+// upsert (INSERT … ON CONFLICT DO UPDATE … WHERE free, expired or the
+// owner's, RETURNING the bumped token), Renew and Release are UPDATEs on
+// owner and token, and a released row keeps its token with a NULL owner so
+// tokens only grow. Blobs live in the content table, one row per ref (Put
+// is INSERT OR IGNORE, a stored ref is answered from the read pool with no
+// write), and Get re-hashes what it reads, refusing altered bytes with
+// *store.ContentCorruptError.
 //
 // # Why modernc.org/sqlite
 //
