@@ -14,11 +14,15 @@ import (
 	"github.com/loom-kernel/loom/store/memstore"
 )
 
-// TestCrashMatrixMemstore kills the crash-matrix flow at every append point
-// of its log, in StepDurable and WriteBehind mode, over memory stores, and
-// recovers it in a fresh runtime (see internal/crashtest): it completes,
-// no durably completed step runs again, the log has no gap or duplicate,
-// and the final state is the uncrashed run's.
+// TestCrashMatrixMemstore kills the crash-matrix flows at every append
+// point of their logs, in StepDurable and WriteBehind mode, over memory
+// stores, and recovers them in a fresh runtime (see internal/crashtest): it
+// completes, no durably completed step runs again, the log has no gap or
+// duplicate, and the final state is the uncrashed run's. The payment flow
+// adds K9: a non-idempotent step whose start the crash left without an
+// outcome parks in doubt and acts exactly once in all (also when the
+// process dies inside its effect), and a sink step's deliveries carry one
+// idempotency key.
 func TestCrashMatrixMemstore(t *testing.T) {
 	crashtest.Run(t, func(t *testing.T) crashtest.Stores {
 		return crashtest.Stores{Events: memstore.NewEventStore(), Snapshots: memstore.NewSnapshotStore()}

@@ -75,7 +75,7 @@ func TestCheckReportsARecoveryThatRerunsCompletedSteps(t *testing.T) {
 	for _, d := range crashtest.Durabilities {
 		t.Run(crashtest.DurabilityName(d), func(t *testing.T) {
 			ctx := testContext(t)
-			ref, err := crashtest.RunReference(ctx, memStores(), d)
+			ref, err := crashtest.RunReference(ctx, memStores(), crashtest.Order, d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func TestCheckReportsARecoveryThatServesAWrongOutput(t *testing.T) {
 		return e
 	}
 	ctx := testContext(t)
-	ref, err := crashtest.RunReference(ctx, memStores(), loom.StepDurable)
+	ref, err := crashtest.RunReference(ctx, memStores(), crashtest.Order, loom.StepDurable)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,6 +85,15 @@ func (f *FaultStore) Dead() bool {
 	return f.dead
 }
 
+// Kill kills f now, as a process dying outside any write (inside an
+// effect, say): every later write fails with ErrKilled and Killed is
+// closed. Killing a dead store does nothing.
+func (f *FaultStore) Kill() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.die()
+}
+
 // die marks f dead; f.mu is held.
 func (f *FaultStore) die() {
 	if !f.dead {

@@ -143,3 +143,23 @@ func TestFaultStoreRefusesCapabilitiesTheInnerStoreLacks(t *testing.T) {
 		t.Fatal("CopyPrefix forwarded to a store without it")
 	}
 }
+
+func TestFaultStoreKillStopsEveryLaterWrite(t *testing.T) {
+	ctx := context.Background()
+	inner := memstore.NewEventStore()
+	f := crashtest.NewFaultStore(inner)
+	if err := f.Append(ctx, "x", 0, events("x", 0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	f.Kill()
+	if !f.Dead() || !killed(f) {
+		t.Fatal("Kill left the store alive")
+	}
+	if err := f.Append(ctx, "x", 2, events("x", 2, 1)); !errors.Is(err, crashtest.ErrKilled) {
+		t.Fatalf("append after Kill = %v, want ErrKilled", err)
+	}
+	f.Kill() // killing the dead does nothing
+	if n := logLen(t, inner, "x"); n != 2 || f.Appended() != 2 {
+		t.Fatalf("log holds %d events, %d counted; want the 2 written before the kill", n, f.Appended())
+	}
+}

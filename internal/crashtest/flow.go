@@ -63,10 +63,16 @@ type Counters struct {
 	n map[string]*atomic.Int64
 }
 
-// NewCounters returns zeroed counters for StepIDs and DecisionID.
+// NewCounters returns zeroed counters for the order flow: StepIDs and
+// DecisionID.
 func NewCounters() *Counters {
-	c := &Counters{n: map[string]*atomic.Int64{DecisionID: {}}}
-	for _, id := range StepIDs {
+	return newCounters(append(append([]string(nil), StepIDs...), DecisionID)...)
+}
+
+// newCounters returns zeroed counters for ids.
+func newCounters(ids ...string) *Counters {
+	c := &Counters{n: make(map[string]*atomic.Int64, len(ids))}
+	for _, id := range ids {
 		c.n[id] = &atomic.Int64{}
 	}
 	return c

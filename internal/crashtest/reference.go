@@ -10,30 +10,38 @@ import (
 	"github.com/loom-kernel/loom/store"
 )
 
-// Reference is an uncrashed run of the flow: the yardstick of every case
-// of its durability mode.
+// Reference is an uncrashed run of a variant's flow: the yardstick of
+// every case of its variant and durability mode.
 type Reference struct {
+	Variant    Variant
 	Durability loom.Durability
 	// Events is the length of the uncrashed log (N_total): the append
 	// points are 1..Events-1, and KillAfter(Events) loses nothing.
 	Events int
+	// Log is the uncrashed log, for finding append points in it. The
+	// payment flow is sequential, so every run of it appends its events in
+	// this order; the order flow's Parallel block may interleave its
+	// branches differently.
+	Log []event.Envelope
 	// State is the normalised final state.
 	State map[string]any
 }
 
-// RunReference runs the flow without a fault over s (start, answer the
+// RunReference runs v's flow without a fault over s (start, answer the
 // gate, wait for completion) and checks the run itself: completed, every
-// effect ran exactly once, sequences contiguous.
-func RunReference(ctx context.Context, s Stores, d loom.Durability) (Reference, error) {
+// effect ran exactly once (a sink step under one key), no in-doubt park,
+// sequences contiguous.
+func RunReference(ctx context.Context, s Stores, v Variant, d loom.Durability) (Reference, error) {
 	logs := &logBuffer{}
-	rep := &report{name: "reference/" + DurabilityName(d)}
-	c := NewCounters()
-	rt, err := newRuntime(s, d, c, logs)
+	rep := &report{name: "reference/" + v.prefix() + DurabilityName(d)}
+	spec := v.spec()
+	w := newWorld(v)
+	rt, err := newRuntime(s, spec, d, w, logs)
 	if err != nil {
 		return Reference{}, err
 	}
 	defer rt.Close()
-	if _, err := rt.Start(ctx, FlowID, FlowInput, loom.WithExecutionID(ExecutionID)); err != nil {
+	if _, err := rt.Start(ctx, spec.flowID, FlowInput, loom.WithExecutionID(ExecutionID)); err != nil {
 		return Reference{}, fmt.Errorf("crashtest: reference start: %w", err)
 	}
 	st, err := rt.WaitForSuspend(ctx, ExecutionID)
@@ -58,8 +66,9 @@ func RunReference(ctx context.Context, s Stores, d loom.Durability) (Reference, 
 		return Reference{}, err
 	}
 	checkSequences(rep, log)
-	checkOutcomesOnce(rep, log)
-	for id, n := range c.Snapshot() { //loom:order-independent each id is checked alone
+	checkOutcomesOnce(rep, spec, log)
+	checkInDoubt(rep, spec, crashed{log: log}, nil, log)
+	for id, n := range w.Counters.Snapshot() { //loom:order-independent each id is checked alone
 		if n != 1 {
 			rep.add(PropExactlyOnce, "%s ran %d times in an uncrashed run", id, n)
 		}
@@ -68,14 +77,16 @@ func RunReference(ctx context.Context, s Stores, d loom.Durability) (Reference, 
 	if final.Status != fold.StatusCompleted || res.Status != fold.StatusCompleted {
 		rep.add(PropCompletes, "uncrashed run ended %s (log) / %s (wait)", final.Status, res.Status)
 	}
+	checkEffects(rep, spec, w, final)
 	norm, err := Normalize(final)
 	if err != nil {
 		return Reference{}, err
 	}
+	normalizeInDoubt(rep, norm, nil)
 	if err := rep.err(logs); err != nil {
 		return Reference{}, err
 	}
-	return Reference{Durability: d, Events: len(log), State: norm}, nil
+	return Reference{Variant: v, Durability: d, Events: len(log), Log: log, State: norm}, nil
 }
 
 // parkedOn returns the gate a state is parked on, "" when it is not parked.
@@ -104,7 +115,7 @@ func checkSequences(rep *report, log []event.Envelope) {
 // checkOutcomesOnce reports a step or the decision whose outcome the log
 // records other than exactly once, and an execution started or ended other
 // than once.
-func checkOutcomesOnce(rep *report, log []event.Envelope) {
+func checkOutcomesOnce(rep *report, spec flowSpec, log []event.Envelope) {
 	outcomes := map[string]int{}
 	lifecycle := map[string]int{}
 	for _, e := range log {
@@ -117,7 +128,11 @@ func checkOutcomesOnce(rep *report, log []event.Envelope) {
 			lifecycle[e.Type]++
 		}
 	}
-	for _, id := range append(append([]string(nil), StepIDs...), "decision:"+DecisionID) {
+	ids := append([]string(nil), spec.steps...)
+	for _, d := range spec.decisions {
+		ids = append(ids, "decision:"+d)
+	}
+	for _, id := range ids {
 		if outcomes[id] != 1 {
 			rep.add(PropExactlyOnce, "the log records %d outcomes of %s, want 1", outcomes[id], id)
 		}

@@ -33,6 +33,18 @@ const (
 	// PropState: the final state equals the uncrashed run's, modulo
 	// Normalize.
 	PropState Property = "state"
+	// PropInDoubt: recovery parks a non-idempotent step in doubt (K9)
+	// exactly when the crash left its STEP_STARTED durable without an
+	// outcome — EFFECT_INDOUBT, then EXECUTION_SUSPENDED on the reserved
+	// gate with the step and attempt — and does not run it while parked.
+	PropInDoubt Property = "in-doubt"
+	// PropEffectOnce: a non-idempotent effect acted exactly once in all,
+	// across the crashed and the recovering process: never twice silently.
+	PropEffectOnce Property = "effect-once"
+	// PropSinkOnce: an idempotent step's deliveries to the counting sink
+	// carry exactly one distinct idempotency key, so the receiver performs
+	// it once however often a crash re-ran the attempt.
+	PropSinkOnce Property = "sink-once"
 )
 
 // Violation is one broken property of one case.

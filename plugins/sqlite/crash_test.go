@@ -9,9 +9,10 @@ import (
 )
 
 // TestCrashMatrixSQLite runs the crash matrix (internal/crashtest) over
-// SQLite: every append point of the flow, in StepDurable and WriteBehind
-// mode, each case on a new database file, recovered by a fresh runtime
-// over the same file. The files keep the default synchronous=FULL: with
+// SQLite: every append point of both flows — the order flow, and the
+// payment flow with its in-doubt parks and idempotency-keyed sink — in
+// StepDurable and WriteBehind mode, each case on a new database file,
+// recovered by a fresh runtime over the same file. The files keep the default synchronous=FULL: with
 // group commit the whole matrix takes seconds, so it runs on the durability
 // level users get.
 func TestCrashMatrixSQLite(t *testing.T) {
