@@ -65,9 +65,12 @@ func (rt *Runtime) Resume(ctx context.Context, id string, ev ResumeEvent, opts .
 // resume is Resume past identity: the kernel's own resumes (a timer) start
 // here, since no caller stands behind them.
 func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, principal json.RawMessage, o resumeOptions) error {
-	if ev.EventType != event.ExecutionRecovered {
+	for ev.EventType != event.ExecutionRecovered {
 		if handled, err := rt.resumeSticky(ctx, id, ev, principal, o.simulate); handled {
 			return err
+		}
+		if !rt.awaitStickyPark(ctx, id) {
+			break
 		}
 	}
 	x, l, err := rt.claimLoaded(ctx, id)

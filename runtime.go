@@ -30,7 +30,8 @@ type Runtime struct {
 	closed      bool
 	live        map[string]*execution // executions claimed by this process
 	sticky      map[string]*stickyPark
-	stickyOrder *list.List // sticky park ids, oldest first
+	stickyOrder *list.List    // sticky park ids, oldest first
+	stickyWait  chan struct{} // closed when a park is (re)registered
 
 	timerHandlers map[string]TimerHandler
 	streams       streamLengths          // inbox stream lengths this process knows

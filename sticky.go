@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
+	"time"
 
 	"github.com/loom-kernel/loom/event"
 )
@@ -51,6 +52,7 @@ func (rt *Runtime) registerSticky(r *run) *stickyPark {
 	}
 	sp.elem = rt.stickyOrder.PushBack(r.x.id)
 	rt.sticky[r.x.id] = sp
+	rt.stickyChangedLocked()
 	for rt.stickyOrder.Len() > rt.stickyCap() {
 		oldest := rt.stickyOrder.Front()
 		victim := rt.sticky[oldest.Value.(string)]
@@ -206,4 +208,40 @@ func (rt *Runtime) reregisterSticky(sp *stickyPark) {
 	defer rt.mu.Unlock()
 	sp.elem = rt.stickyOrder.PushBack(sp.r.x.id)
 	rt.sticky[sp.r.x.id] = sp
+	rt.stickyChangedLocked()
+}
+
+// stickyChangedLocked wakes callers waiting for a park to (re)appear.
+func (rt *Runtime) stickyChangedLocked() {
+	if rt.stickyWait != nil {
+		close(rt.stickyWait)
+	}
+	rt.stickyWait = make(chan struct{})
+}
+
+// awaitStickyPark waits while this process's run of id has committed its
+// park but its sticky entry is out of the registry (being registered, or
+// checked for a pending message, or answered by a concurrent resume). It
+// reports whether it waited; the caller then looks again.
+func (rt *Runtime) awaitStickyPark(ctx context.Context, id string) bool {
+	rt.mu.Lock()
+	x := rt.live[id]
+	_, registered := rt.sticky[id]
+	if rt.stickyWait == nil {
+		rt.stickyWait = make(chan struct{})
+	}
+	changed := rt.stickyWait
+	rt.mu.Unlock()
+	if x == nil || registered || x.run == nil || x.run.stopped() || !x.run.isParked() {
+		return false
+	}
+	select {
+	case <-changed:
+	case <-x.done:
+	case <-x.run.ctx.Done():
+	case <-ctx.Done():
+		return false
+	case <-time.After(10 * time.Millisecond): // the run may also move on without a registry change
+	}
+	return true
 }
