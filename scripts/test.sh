@@ -10,9 +10,16 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # ---- Services the tests need ----------------------------------------------
-# PostgreSQL: a later issue starts a throwaway cluster here (initdb and pg_ctl
-# in a temporary directory, as a non-root user), exports its address for the
-# plugins/postgres tests and stops it on exit.
+# PostgreSQL: a throwaway cluster (scripts/pg-cluster.sh: initdb and pg_ctl in
+# a temporary directory, as the unprivileged user loompg when run as root,
+# on 127.0.0.1 and a free port, trust auth on loopback only) serves the
+# plugins/postgres tests, which read its address from LOOM_TEST_POSTGRES_DSN
+# and fail (never skip) without it. It is stopped and removed on exit,
+# whatever the outcome. PostgreSQL is installed with apt-get when missing.
+# shellcheck source=scripts/pg-cluster.sh
+source scripts/pg-cluster.sh
+loom_pg_start
+trap 'loom_pg_stop "$LOOM_TEST_POSTGRES_DIR"' EXIT
 #
 # Chromium: the inspector's browser tests (cmd/loom, through chromedp) drive
 # Debian's chromium; it is installed here when missing — never downloaded by a

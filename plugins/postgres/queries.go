@@ -1,0 +1,163 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/loom-kernel/loom/event"
+)
+
+// queries holds every statement of a DB with its schema filled in, built
+// once at Open. pgx prepares and caches each on every pooled connection.
+type queries struct {
+	claimFirst, claimNext string // the conditional append, see appendSQL
+	appendState           string // length and fence of refused appends
+	eventsFrom            string
+	eventsRange           string
+	listExecutions        string
+	logLength             string
+	copyPrefixSource      string
+	copyPrefixClaim       string
+	copyPrefixEvents      string
+	notify                string
+	deleteLog             string
+	deleteEvents          string
+	acquireFence          string
+
+	snapshotSave, snapshotLatest, snapshotAt, snapshotSeqs, snapshotPrune, snapshotDelete string
+
+	refCreate, refLock, refMove, refRead, refList string
+
+	timerPut, timerGet, timerDue, timerDelete string
+
+	contentHas, contentPut, contentGet, contentDelete string
+}
+
+// eventCols are the columns scanEvents reads, in its order.
+const eventCols = `sequence, id, workflow_id, event_type, timestamp_ms, payload, metadata`
+
+// timerCols are the columns scanTimer reads, in its order.
+const timerCols = `key, execution_id, wake_at, payload`
+
+// appendSQL is the conditional append: ONE statement that claims the
+// execution's row under the expected-length and fence conditions, inserts
+// the events only if the claim succeeded, and queues the NOTIFY of the
+// execution id, which PostgreSQL delivers when (and only if) the
+// transaction commits. It returns one row when the batch was written and
+// none when it was refused; a refusal is not an error, so it never aborts
+// the transaction it shares with other batches.
+//
+// claim is the head that differs: the first batch of a log inserts the row
+// (or revives a deleted log's row at length 0, which keeps its fence); a
+// later batch updates it. Either way the row is locked by the write, so
+// concurrent appenders on one execution, in any process, are serialized,
+// and a loser re-checks the condition against the winner's committed row
+// (READ COMMITTED re-evaluates the WHERE after the lock wait) and is refused.
+//
+// Parameters: $1 execution id, $2 workflow id (first non-empty of the
+// batch), $3 expected, $4 event count, $5 fence token (MaxInt64 when
+// unfenced), $6–$12 the event columns as arrays, $13 the NOTIFY channel.
+func appendSQL(s, claim string) string {
+	return `WITH claim AS (` + claim + `
+	), ins AS (
+		INSERT INTO ` + s + `.events (execution_id, ` + eventCols + `)
+		SELECT c.execution_id, u.sequence, u.id, u.workflow_id, u.event_type, u.ts, u.payload, u.metadata
+		FROM claim c CROSS JOIN unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::text[])
+			AS u(sequence, id, workflow_id, event_type, ts, payload, metadata)
+	)
+	SELECT pg_notify($13::text, c.execution_id) FROM claim c`
+}
+
+// claimFirstSQL claims a log expected to be empty: insert its row, or
+// take an existing row only at length 0 and under the fence.
+func claimFirstSQL(s string) string {
+	return `INSERT INTO ` + s + `.executions AS x (execution_id, workflow_id, length, fence)
+		VALUES ($1::text, $2::text, $3::bigint + $4::bigint, 0)
+		ON CONFLICT (execution_id) DO UPDATE
+			SET length = EXCLUDED.length, workflow_id = EXCLUDED.workflow_id
+			WHERE x.length = $3::bigint AND x.fence <= $5::bigint
+		RETURNING x.execution_id`
+}
+
+// claimNextSQL claims a log at exactly the expected length, under the fence.
+func claimNextSQL(s string) string {
+	return `UPDATE ` + s + `.executions AS x
+		SET length = x.length + $4::bigint,
+			workflow_id = CASE WHEN x.workflow_id = '' THEN $2::text ELSE x.workflow_id END
+		WHERE x.execution_id = $1::text AND x.length = $3::bigint AND x.fence <= $5::bigint
+		RETURNING x.execution_id`
+}
+
+// buildQueries fills the schema s (already quoted) into every statement.
+func buildQueries(s string) queries {
+	return queries{
+		claimFirst:  appendSQL(s, claimFirstSQL(s)),
+		claimNext:   appendSQL(s, claimNextSQL(s)),
+		appendState: `SELECT execution_id, length, fence FROM ` + s + `.executions WHERE execution_id = ANY($1::text[])`,
+		eventsFrom: `SELECT ` + eventCols + ` FROM ` + s + `.events
+			WHERE execution_id = $1 AND sequence >= $2 ORDER BY sequence`,
+		eventsRange: `SELECT ` + eventCols + ` FROM ` + s + `.events
+			WHERE execution_id = $1 AND sequence >= $2 AND sequence < $3 ORDER BY sequence`,
+		listExecutions: `SELECT execution_id, workflow_id, length FROM ` + s + `.executions
+			WHERE execution_id > $1 AND length > 0 ORDER BY execution_id LIMIT $2`,
+		logLength:        `SELECT length FROM ` + s + `.executions WHERE execution_id = $1`,
+		copyPrefixSource: `SELECT length, workflow_id FROM ` + s + `.executions WHERE execution_id = $1 FOR SHARE`,
+		copyPrefixClaim: `INSERT INTO ` + s + `.executions AS x (execution_id, workflow_id, length, fence)
+			VALUES ($1::text, $2::text, $3::bigint, 0)
+			ON CONFLICT (execution_id) DO UPDATE SET length = EXCLUDED.length, workflow_id = EXCLUDED.workflow_id
+				WHERE x.length = 0
+			RETURNING x.execution_id`,
+		copyPrefixEvents: `INSERT INTO ` + s + `.events (execution_id, ` + eventCols + `)
+			SELECT $1::text, ` + eventCols + ` FROM ` + s + `.events WHERE execution_id = $2 AND sequence <= $3`,
+		notify: `SELECT pg_notify($1::text, $2::text)`,
+		// The row first: its lock waits for an append in flight, so the
+		// DELETE's snapshot, taken after, sees that append's events too.
+		deleteLog:    `UPDATE ` + s + `.executions SET length = 0, workflow_id = '' WHERE execution_id = $1`,
+		deleteEvents: `DELETE FROM ` + s + `.events WHERE execution_id = $1`,
+		acquireFence: `INSERT INTO ` + s + `.executions AS x (execution_id, fence) VALUES ($1, 1)
+			ON CONFLICT (execution_id) DO UPDATE SET fence = x.fence + 1 RETURNING x.fence`,
+
+		snapshotSave: `INSERT INTO ` + s + `.snapshots (execution_id, sequence, schema_version, state) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (execution_id, sequence) DO UPDATE SET schema_version = EXCLUDED.schema_version, state = EXCLUDED.state`,
+		snapshotLatest: `SELECT sequence, schema_version, state FROM ` + s + `.snapshots
+			WHERE execution_id = $1 ORDER BY sequence DESC LIMIT 1`,
+		snapshotAt: `SELECT sequence, schema_version, state FROM ` + s + `.snapshots
+			WHERE execution_id = $1 AND sequence <= $2 ORDER BY sequence DESC LIMIT 1`,
+		snapshotSeqs:   `SELECT sequence FROM ` + s + `.snapshots WHERE execution_id = $1 ORDER BY sequence`,
+		snapshotPrune:  `DELETE FROM ` + s + `.snapshots WHERE execution_id = $1 AND sequence < $2`,
+		snapshotDelete: `DELETE FROM ` + s + `.snapshots WHERE execution_id = $1`,
+
+		refCreate: `INSERT INTO ` + s + `.refs (name, execution_id, version) VALUES ($1, $2, 1) ON CONFLICT (name) DO NOTHING`,
+		refLock:   `SELECT version FROM ` + s + `.refs WHERE name = $1 FOR UPDATE`,
+		refMove:   `UPDATE ` + s + `.refs SET execution_id = $2, version = $3 WHERE name = $1`,
+		refRead:   `SELECT execution_id, version FROM ` + s + `.refs WHERE name = $1`,
+		// name >= $1 walks the primary key from the prefix; left() keeps
+		// exactly the names that start with it (a byte comparison under "C").
+		refList: `SELECT name, execution_id, version FROM ` + s + `.refs
+			WHERE name >= $1::text AND left(name, char_length($1::text)) = $1::text ORDER BY name`,
+
+		timerPut: `INSERT INTO ` + s + `.timers (` + timerCols + `) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (key) DO UPDATE SET execution_id = EXCLUDED.execution_id,
+				wake_at = EXCLUDED.wake_at, payload = EXCLUDED.payload`,
+		timerGet:    `SELECT ` + timerCols + ` FROM ` + s + `.timers WHERE key = $1`,
+		timerDue:    `SELECT ` + timerCols + ` FROM ` + s + `.timers WHERE wake_at <= $1 ORDER BY wake_at, key LIMIT $2`,
+		timerDelete: `DELETE FROM ` + s + `.timers WHERE key = $1 AND wake_at = $2`,
+
+		contentHas:    `SELECT EXISTS (SELECT 1 FROM ` + s + `.content WHERE ref = $1)`,
+		contentPut:    `INSERT INTO ` + s + `.content (ref, size, data) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`,
+		contentGet:    `SELECT size, data FROM ` + s + `.content WHERE ref = $1`,
+		contentDelete: `DELETE FROM ` + s + `.content WHERE ref = $1`,
+	}
+}
+
+// notifyChannel is the NOTIFY channel of a schema's appends: "loom:" and
+// the schema name, or a digest of it when that would pass PostgreSQL's
+// 63-byte identifier limit. A collision between two schemas costs only
+// spurious wake-ups: a woken subscriber re-reads its log and finds nothing.
+func notifyChannel(schema string) string {
+	name := "loom:" + schema
+	if len(name) <= maxIdentifierBytes {
+		return name
+	}
+	sum := event.SHA256([]byte(schema))
+	return "loom:" + strings.TrimPrefix(sum, "sha256:")[:32]
+}
