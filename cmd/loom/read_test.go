@@ -310,8 +310,7 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	}{
 		{[]string{"ls"}, exitUsage, "--store is required"},
 		{[]string{"ls", "--store", missing}, exitNotFound, "no store at " + missing},
-		{[]string{"ls", "--store", "postgres://ops@db/loom"}, exitUnsupported, "PostgreSQL stores arrive with plugins/postgres"},
-		{[]string{"ls", "--store", "postgresql://ops@db/loom"}, exitUnsupported, "PostgreSQL stores arrive with plugins/postgres"},
+		{[]string{"ls", "--store", withSchema(t, postgresDSN(t), "no_such_schema")}, exitNotFound, `no Loom store in schema "no_such_schema"`},
 		{[]string{"ls", "--store", notLoom}, exitUsage, "not a SQLite file Loom can read"},
 		{[]string{"ls", "--store", fx.path, "--status", "asleep"}, exitUsage, `--status "asleep" is not a status`},
 		{[]string{"state", "order-9", "--store", fx.path}, exitNotFound, `no execution "order-9" in ` + fx.path + ": list them with loom ls"},

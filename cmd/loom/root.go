@@ -27,9 +27,9 @@ func (c *cli) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "loom",
 		Short: "Lenses on Loom's event logs, control of a running app, and a web inspector",
-		Long: `loom reads a Loom store (--store: a SQLite file, or a PostgreSQL DSN once
-plugins/postgres lands) without writing to it, and talks to a running app
-through its wire ABI (--addr, --token).
+		Long: `loom reads a Loom store (--store: a SQLite file, or a PostgreSQL URL such as
+postgres://user@host/db?loom_schema=loom) without writing to it, and talks to
+a running app through its wire ABI (--addr, --token).
 
 Exit status: 0 success, 1 failure, 2 usage, 3 check failed (replay-check,
 compat), 4 not found, 5 refused or denied, 6 unsupported.`,

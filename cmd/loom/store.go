@@ -29,14 +29,13 @@ type openedStore struct {
 }
 
 // openStore opens the store --store names, for reading only. It is the one
-// place that knows store kinds: a PostgreSQL DSN becomes one more case here
-// when plugins/postgres lands.
+// place that knows store kinds.
 func openStore(ctx context.Context, spec string) (*openedStore, error) {
 	switch {
 	case spec == "":
 		return nil, usagef("--store is required: a SQLite file (for example incident.db) or a PostgreSQL DSN; or set LOOM_STORE")
 	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
-		return nil, unsupportedf("PostgreSQL stores arrive with plugins/postgres; this build reads SQLite files only (pass --store FILE.db)")
+		return openPostgres(ctx, spec)
 	default:
 		return openSQLite(ctx, strings.TrimPrefix(spec, "sqlite:"))
 	}
