@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
@@ -115,13 +116,21 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 		if x := rt.liveExecution(id); x != nil {
 			rt.mu.Lock()
 			r := x.run
+			changed := rt.stickyChangedChanLocked()
 			rt.mu.Unlock()
 			if r != nil && !r.stopped() && !r.j.ended() {
 				return nil, loaded{}, &ResumeRefusedError{ExecutionID: id, Reason: RefusedNotSuspended,
 					Detail: "the execution is running; retry once it is parked"}
 			}
-			select { // a drive that is parking or ending: wait for it
+			// A drive that is parking or ending, or a claim with no drive
+			// yet (a start): wait for it to end — or to park in place,
+			// which keeps the claim until the park is evicted above.
+			select {
 			case <-x.done:
+				continue
+			case <-changed:
+				continue
+			case <-time.After(10 * time.Millisecond): // a start's drive may just run on: look again
 				continue
 			case <-ctx.Done():
 				return nil, loaded{}, ctx.Err()

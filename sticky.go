@@ -219,26 +219,42 @@ func (rt *Runtime) stickyChangedLocked() {
 	rt.stickyWait = make(chan struct{})
 }
 
-// awaitStickyPark waits while this process's run of id has committed its
-// park but its sticky entry is out of the registry (being registered, or
-// checked for a pending message, or answered by a concurrent resume). It
-// reports whether it waited; the caller then looks again.
+// stickyChangedChanLocked is closed at the next registry change.
+func (rt *Runtime) stickyChangedChanLocked() <-chan struct{} {
+	if rt.stickyWait == nil {
+		rt.stickyWait = make(chan struct{})
+	}
+	return rt.stickyWait
+}
+
+// awaitStickyPark waits while this process's run of id may be about to
+// park in place: its park is committed but its sticky entry is out of the
+// registry (being registered, or checked for a pending message, or answered
+// by a concurrent resume), or the execution is claimed with no drive yet (a
+// start or a gate transaction under way, whose drive may park sticky and
+// then hold the claim until it is answered). It reports whether it waited;
+// the caller then looks again.
 func (rt *Runtime) awaitStickyPark(ctx context.Context, id string) bool {
 	rt.mu.Lock()
 	x := rt.live[id]
 	_, registered := rt.sticky[id]
-	if rt.stickyWait == nil {
-		rt.stickyWait = make(chan struct{})
+	changed := rt.stickyChangedChanLocked()
+	var r *run
+	if x != nil {
+		r = x.run
 	}
-	changed := rt.stickyWait
 	rt.mu.Unlock()
-	if x == nil || registered || x.run == nil || x.run.stopped() || !x.run.isParked() {
+	if x == nil || registered || r != nil && (r.stopped() || !r.isParked()) {
 		return false
+	}
+	var runDone <-chan struct{}
+	if r != nil {
+		runDone = r.ctx.Done()
 	}
 	select {
 	case <-changed:
 	case <-x.done:
-	case <-x.run.ctx.Done():
+	case <-runDone:
 	case <-ctx.Done():
 		return false
 	case <-time.After(10 * time.Millisecond): // the run may also move on without a registry change

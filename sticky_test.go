@@ -12,6 +12,8 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/store/memstore"
 )
 
 // storyFlow parks three times and does a bit of everything in between; it
@@ -171,5 +173,73 @@ func TestStickyParkNoticesALogMovedByAnotherProcess(t *testing.T) {
 	log := h.log(id)
 	if st := fold.Fold(log); st.Sequence != int64(len(log)-1) {
 		t.Fatalf("log has a gap or a duplicate: %d events, sequence %d", len(log), st.Sequence)
+	}
+}
+
+// heldStartStore holds the append of an execution's first event until
+// released, and says when one is held: a start caught between its claim
+// and its drive. It is no store.Fencer, so every append comes through
+// Append.
+type heldStartStore struct {
+	store.EventStore
+	held, release chan struct{}
+}
+
+func (s *heldStartStore) Subscribe(ctx context.Context, id string, from int64) (*store.Subscription, error) {
+	return s.EventStore.(store.Subscriber).Subscribe(ctx, id, from)
+}
+
+func (s *heldStartStore) Append(ctx context.Context, id string, expected int64, evs []event.Envelope) error {
+	if expected == 0 {
+		close(s.held)
+		<-s.release
+	}
+	return s.EventStore.Append(ctx, id, expected, evs)
+}
+
+// A resume that arrives while the start is still making its first event
+// durable never hangs on the claim the start's sticky park keeps: it is
+// refused as not parked yet (retry) or answers the park in place, and the
+// retried resume answers it.
+func TestResumeDuringTheStartDoesNotHang(t *testing.T) {
+	flow := loom.NewFlow("quick", func(ctx *loom.Context, _ struct{}) (string, error) {
+		return loom.Suspend[string](ctx, "go")
+	})
+	events := &heldStartStore{EventStore: memstore.NewEventStore(), held: make(chan struct{}), release: make(chan struct{})}
+	rt, err := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{flow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() {
+		_, err := rt.Start(ctx, "quick", struct{}{}, loom.WithExecutionID("q-1"))
+		started <- err
+	}()
+	<-events.held
+	answer := loom.ResumeEvent{EventType: "go", Payload: json.RawMessage(`"yes"`)}
+	resumed := make(chan error, 1)
+	go func() { resumed <- rt.Resume(ctx, "q-1", answer) }()
+	time.Sleep(20 * time.Millisecond) // lets the resume find the claim of the held start (pacing, not an assertion)
+	close(events.release)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	err = <-resumed
+	var refused *loom.ResumeRefusedError
+	if errors.As(err, &refused) && refused.Reason == loom.RefusedNotSuspended {
+		if _, err := rt.WaitForSuspend(ctx, "q-1"); err != nil {
+			t.Fatal(err)
+		}
+		err = rt.Resume(ctx, "q-1", answer)
+	}
+	if err != nil {
+		t.Fatalf("resume during the start: %v", err)
+	}
+	res, err := rt.WaitForCompletion(ctx, "q-1")
+	if err != nil || string(res.Output) != `"yes"` {
+		t.Fatalf("%s %v", res.Output, err)
 	}
 }
