@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/loom-kernel/loom/internal/loopback"
 )
 
 // DefaultAddr is where Listen binds when given no address: loopback, on a
 // port the system picks.
-const DefaultAddr = "127.0.0.1:0"
+const DefaultAddr = loopback.DefaultAddr
 
 // ErrNotLoopback matches Listen's refusal of a non-loopback address without
 // AllowRemote.
@@ -37,29 +39,8 @@ func Listen(addr string, opts ...ListenOption) (net.Listener, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	if addr == "" {
-		addr = DefaultAddr
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if !c.remote && !isLoopback(host) {
-		return nil, errors.Join(ErrNotLoopback, errors.New("wire: "+host+
-			" is not a loopback address: bind 127.0.0.1, or allow remote callers explicitly"))
-	}
-	return net.Listen("tcp", net.JoinHostPort(host, port))
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return loopback.Listen(addr, c.remote, loopback.Refusal{
+		Sentinel: ErrNotLoopback, Prefix: "wire", Advice: "allow remote callers explicitly"})
 }
 
 // ShutdownGrace bounds how long Serve waits for in-flight calls once its

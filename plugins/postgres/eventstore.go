@@ -80,7 +80,7 @@ func (s *EventStore) append(ctx context.Context, executionID string, token, expe
 	if err != nil {
 		return err
 	}
-	return s.db.w.submit(ctx, &request{batch: b, bytes: size})
+	return s.db.w.submit(ctx, b, size)
 }
 
 // ReadFrom implements store.EventStore: the events of executionID with

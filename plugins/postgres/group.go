@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/loom-kernel/loom/internal/groupcommit"
 )
 
 // commitGroup commits the batches of g in ONE transaction: their append
@@ -22,29 +24,29 @@ import (
 // server and each batch is retried alone, so one bad batch fails only its
 // own caller. If the connection fails while the outcome is in doubt, every
 // caller of the group gets an error matching ErrOutcomeUnknown.
-func (w *writer) commitGroup(conn *pgx.Conn, g []*request) {
+func (w *writer) commitGroup(conn *pgx.Conn, l *groupcommit.Leadership[job], g []*request) {
 	pb := &pgx.Batch{}
 	for _, r := range g {
-		r.batch.queue(pb, &w.db.q, w.db.channel)
+		r.Item.batch.queue(pb, &w.db.q, w.db.channel)
 	}
 	claimed, err := sendGroup(conn, pb, len(g))
 	switch {
 	case err != nil && notCommitted(err) && len(g) > 1:
 		for i, r := range g {
 			if conn.IsClosed() {
-				w.retryLater(g[i:]...)
+				l.Retry(g[i:]...)
 				return
 			}
-			w.commitGroup(conn, []*request{r})
+			w.commitGroup(conn, l, []*request{r})
 		}
 		return
 	case err != nil && notCommitted(err):
-		finish(g[0], w.db.readErr("append to "+strconv.Quote(g[0].batch.execID), err))
+		g[0].Finish(w.db.readErr("append to "+strconv.Quote(g[0].Item.batch.execID), err))
 		return
 	case err != nil:
 		err = outcomeUnknown(err)
 		for _, r := range g {
-			finish(r, err)
+			r.Finish(err)
 		}
 		return
 	}
@@ -57,19 +59,19 @@ func (w *writer) commitGroup(conn *pgx.Conn, g []*request) {
 		}
 		accepted++
 		w.counters.batches.Add(1)
-		w.counters.events.Add(int64(r.batch.n))
+		w.counters.events.Add(int64(r.Item.batch.n))
 	}
 	if accepted > 0 {
 		w.counters.txs.Add(1)
 	}
 	for i, r := range g {
 		if claimed[i] {
-			finish(r, nil)
-			w.db.wake.Notify(r.batch.execID)
+			r.Finish(nil)
+			w.db.wake.Notify(r.Item.batch.execID)
 		}
 	}
 	if len(refused) > 0 {
-		w.judge(conn, refused)
+		w.judge(conn, l, refused)
 	}
 }
 
@@ -124,31 +126,31 @@ func notCommitted(err error) bool {
 // state would now accept — its log was deleted and regrown to the expected
 // length since — is tried again, at most maxRechecks times, and then
 // refused with the length read.
-func (w *writer) judge(conn *pgx.Conn, refused []*request) {
+func (w *writer) judge(conn *pgx.Conn, l *groupcommit.Leadership[job], refused []*request) {
 	ids := make([]string, len(refused))
 	for i, r := range refused {
-		ids[i] = r.batch.execID
+		ids[i] = r.Item.batch.execID
 	}
 	states, err := readAppendStates(conn, w.db.q.appendState, ids)
 	if err != nil {
 		err = fmt.Errorf("postgres: append refused, and reading why failed: %w", w.db.readErr("read log lengths", err))
 		for _, r := range refused {
-			finish(r, err)
+			r.Finish(err)
 		}
 		return
 	}
 	for _, r := range refused {
-		st := states[r.batch.execID]
-		err := r.batch.refusal(st)
-		if err == nil && r.rechecks < maxRechecks {
-			r.rechecks++
-			w.retryLater(r)
+		st := states[r.Item.batch.execID]
+		err := r.Item.batch.refusal(st)
+		if err == nil && r.Item.rechecks < maxRechecks {
+			r.Item.rechecks++
+			l.Retry(r)
 			continue
 		}
 		if err == nil {
-			err = r.batch.conflictAt(st.length)
+			err = r.Item.batch.conflictAt(st.length)
 		}
-		finish(r, err)
+		r.Finish(err)
 	}
 }
 

@@ -2,13 +2,10 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -19,7 +16,7 @@ const DefaultDueLimit = 1000
 // MaxTimerPayloadBytes caps a timer's payload: event.DefaultMaxPayloadBytes,
 // whatever Options.Limits sets for appends (a timer payload is written by
 // the kernel and is small; the cap only bounds a bad caller).
-const MaxTimerPayloadBytes = event.DefaultMaxPayloadBytes
+const MaxTimerPayloadBytes = store.MaxTimerPayloadBytes
 
 // TimerStore keeps the durable timers of a DB in the timers table and
 // implements store.TimerStore. Put and Delete are single statements, each
@@ -60,7 +57,7 @@ func (s *TimerStore) Put(ctx context.Context, t store.Timer) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := validateTimer(t); err != nil {
+	if err := store.ValidateTimer(t); err != nil {
 		return err
 	}
 	var exec, payload *string // nil binds NULL
@@ -163,29 +160,4 @@ func timerOf(t store.Timer, exec *string, payload []byte) store.Timer {
 		t.Payload = payload
 	}
 	return t
-}
-
-// validateTimer refuses a timer Put must not store: a bad key, a bad
-// non-empty execution id, or a payload that is not empty and not valid
-// UTF-8 JSON of at most MaxTimerPayloadBytes.
-func validateTimer(t store.Timer) error {
-	if err := event.ValidateID("key", t.Key); err != nil {
-		return err
-	}
-	if t.ExecutionID != "" {
-		if err := event.ValidateID("executionId", t.ExecutionID); err != nil {
-			return err
-		}
-	}
-	switch p := t.Payload; {
-	case len(p) == 0:
-		return nil
-	case len(p) > MaxTimerPayloadBytes:
-		return &event.PayloadTooLargeError{Field: "payload", Size: len(p), Limit: MaxTimerPayloadBytes}
-	case !utf8.Valid(p):
-		return &event.InvalidEnvelopeError{Field: "payload", Reason: "not valid UTF-8"}
-	case !json.Valid(p):
-		return &event.InvalidEnvelopeError{Field: "payload", Reason: "not valid JSON"}
-	}
-	return nil
 }

@@ -71,7 +71,7 @@ func (s *EventStore) append(ctx context.Context, executionID string, fenced bool
 	}
 	b, size := newAppendBatch(executionID, expected, events)
 	b.fenced, b.token = fenced, token
-	return s.db.w.submit(ctx, &request{batch: b, bytes: size})
+	return s.db.w.submit(ctx, b, size)
 }
 
 // ReadFrom implements store.EventStore: the events of executionID with

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loom-kernel/loom/dispatch"
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/internal/loopback"
 )
 
 // DefaultMaxResponseBytes caps a worker's answer: room for an output at the
@@ -70,7 +71,7 @@ func NewRemoteWorker(baseURL string, opts ClientOptions) (*RemoteWorker, error) 
 		return nil, &OptionsError{Field: "ClientOptions.Token", Reason: "must not contain control characters"}
 	case opts.MaxResponseBytes < 0:
 		return nil, &OptionsError{Field: "ClientOptions.MaxResponseBytes", Reason: "must not be negative (zero means the default)"}
-	case u.Scheme == "http" && (opts.Token != "" || opts.Authorize != nil) && !isLoopback(u.Hostname()) && !opts.AllowPlainHTTP:
+	case u.Scheme == "http" && (opts.Token != "" || opts.Authorize != nil) && !loopback.IsHost(u.Hostname()) && !opts.AllowPlainHTTP:
 		return nil, &OptionsError{Field: "baseURL", Reason: "credentials would travel in clear text to a non-loopback host: use https, " +
 			"or set AllowPlainHTTP explicitly"}
 	}

@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/loom-kernel/loom/internal/loopback"
 )
 
 // DefaultAddr is where Listen binds when given no address: loopback, on a
 // port the system picks.
-const DefaultAddr = "127.0.0.1:0"
+const DefaultAddr = loopback.DefaultAddr
 
 // ShutdownGrace bounds how long Serve waits for in-flight packages once its
 // context ends; packages still running are then cut off (their callers see
@@ -46,29 +48,8 @@ func Listen(addr string, opts ...ListenOption) (net.Listener, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	if addr == "" {
-		addr = DefaultAddr
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if !c.remote && !isLoopback(host) {
-		return nil, errors.Join(ErrNotLoopback, errors.New("workerhttp: "+host+
-			" is not a loopback address: bind 127.0.0.1, or allow remote callers explicitly with AllowRemote"))
-	}
-	return net.Listen("tcp", net.JoinHostPort(host, port))
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return loopback.Listen(addr, c.remote, loopback.Refusal{
+		Sentinel: ErrNotLoopback, Prefix: "workerhttp", Advice: "allow remote callers explicitly with AllowRemote"})
 }
 
 // Serve serves s on ln until ctx ends, then shuts down: it stops accepting,
@@ -78,7 +59,7 @@ func isLoopback(host string) bool {
 // Authenticate) is refused on a listener whose address is not a loopback
 // TCP address (ErrInsecureRemote), and ln is closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if s.opts.Insecure && s.opts.Authenticate == nil && !loopbackAddr(ln.Addr()) {
+	if s.opts.Insecure && s.opts.Authenticate == nil && !loopback.IsAddr(ln.Addr()) {
 		return errors.Join(ErrInsecureRemote, ln.Close())
 	}
 	srv := &http.Server{
@@ -104,9 +85,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		err = errors.Join(err, serr)
 	}
 	return err
-}
-
-func loopbackAddr(a net.Addr) bool {
-	tcp, ok := a.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
 }

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"math"
 	"sync"
 
 	"github.com/loom-kernel/loom/event"
@@ -47,7 +46,7 @@ func (s *LeaseStore) Acquire(ctx context.Context, executionID, owner string, now
 	if err := ctx.Err(); err != nil {
 		return store.Lease{}, err
 	}
-	if err := validateLeaseFor(executionID, owner, now, ttlMs); err != nil {
+	if err := store.ValidateLeaseGrant(executionID, owner, now, ttlMs); err != nil {
 		return store.Lease{}, err
 	}
 	s.mu.Lock()
@@ -75,7 +74,7 @@ func (s *LeaseStore) Renew(ctx context.Context, l store.Lease, now, ttlMs int64)
 	if err := ctx.Err(); err != nil {
 		return store.Lease{}, err
 	}
-	if err := validateLeaseFor(l.ExecutionID, l.Owner, now, ttlMs); err != nil {
+	if err := store.ValidateLeaseGrant(l.ExecutionID, l.Owner, now, ttlMs); err != nil {
 		return store.Lease{}, err
 	}
 	s.mu.Lock()
@@ -103,7 +102,7 @@ func (s *LeaseStore) Release(ctx context.Context, l store.Lease) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateLeaseIDs(l.ExecutionID, l.Owner); err != nil {
+	if err := store.ValidateLeaseIDs(l.ExecutionID, l.Owner); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -153,29 +152,5 @@ func (s *LeaseStore) Close() error {
 	}
 	s.closed = true
 	s.byExec = nil
-	return nil
-}
-
-// validateLeaseIDs refuses an execution id or owner event.ValidateID
-// refuses.
-func validateLeaseIDs(executionID, owner string) error {
-	if err := event.ValidateID("executionId", executionID); err != nil {
-		return err
-	}
-	return event.ValidateID("owner", owner)
-}
-
-// validateLeaseFor refuses what validateLeaseIDs refuses, a ttlMs below 1,
-// and a now+ttlMs that int64 cannot hold.
-func validateLeaseFor(executionID, owner string, now, ttlMs int64) error {
-	if err := validateLeaseIDs(executionID, owner); err != nil {
-		return err
-	}
-	if ttlMs < 1 {
-		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "not positive"}
-	}
-	if now > math.MaxInt64-ttlMs {
-		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "now+ttlMs overflows int64"}
-	}
 	return nil
 }

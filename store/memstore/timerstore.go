@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"unicode/utf8"
 
-	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -63,7 +61,7 @@ func (s *TimerStore) Put(ctx context.Context, t store.Timer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateTimer(t, event.DefaultMaxPayloadBytes); err != nil {
+	if err := store.ValidateTimer(t); err != nil {
 		return err
 	}
 	t.Payload = clonePayload(t.Payload)
@@ -168,31 +166,6 @@ func clonePayload(p json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return bytes.Clone(p)
-}
-
-// validateTimer refuses a timer Put must not store: a bad key, a bad
-// non-empty execution id, or a payload that is not empty and not valid
-// UTF-8 JSON of at most payloadCap bytes.
-func validateTimer(t store.Timer, payloadCap int) error {
-	if err := event.ValidateID("key", t.Key); err != nil {
-		return err
-	}
-	if t.ExecutionID != "" {
-		if err := event.ValidateID("executionId", t.ExecutionID); err != nil {
-			return err
-		}
-	}
-	switch p := t.Payload; {
-	case len(p) == 0:
-		return nil
-	case len(p) > payloadCap:
-		return &event.PayloadTooLargeError{Field: "payload", Size: len(p), Limit: payloadCap}
-	case !utf8.Valid(p):
-		return &event.InvalidEnvelopeError{Field: "payload", Reason: "not valid UTF-8"}
-	case !json.Valid(p):
-		return &event.InvalidEnvelopeError{Field: "payload", Reason: "not valid JSON"}
-	}
-	return nil
 }
 
 // timerHeap is a min-heap of timers by (WakeAt, Key) for container/heap;
