@@ -84,6 +84,22 @@ func TestTimerStoreConformance(t *testing.T) {
 	})
 }
 
+func TestLeaseStoreConformance(t *testing.T) {
+	open := func(t *testing.T, schema string) store.LeaseStore {
+		s, err := OpenLeaseStore(context.Background(), testOptions(t, schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	storetest.RunLeaseStore(t, storetest.LeaseStoreFactory{
+		New: func(t *testing.T) store.LeaseStore { return open(t, newSchema(t)) },
+		Reopen: func(t *testing.T, closed store.LeaseStore) store.LeaseStore {
+			return open(t, closed.(*LeaseStore).Schema())
+		},
+	})
+}
+
 func TestContentStoreConformance(t *testing.T) {
 	open := func(t *testing.T, schema string) store.ContentStore {
 		s, err := OpenContentStore(context.Background(), testOptions(t, schema))

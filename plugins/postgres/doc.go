@@ -1,6 +1,6 @@
 // Package postgres is Loom's network storage: the event log, snapshots,
-// branch refs, durable timers and claim-checked content of many nodes in
-// one schema of a PostgreSQL database, through github.com/jackc/pgx/v5,
+// branch refs, durable timers, heartbeat leases and claim-checked content
+// of many nodes in one schema of a PostgreSQL database, through github.com/jackc/pgx/v5,
 // with subscriptions woken across processes by LISTEN/NOTIFY
 // (github.com/jackc/pgxlisten). Point every node at the same database and
 // schema and any of them can read, resume or follow any execution.
@@ -14,13 +14,13 @@
 //		Schema: "loom",                                   // the default
 //	})
 //	if err != nil { … }
-//	// run with st.Events, st.Snapshots, st.Branches, st.Timers, st.Content, then
+//	// run with st.Events, st.Snapshots, st.Branches, st.Timers, st.Leases, st.Content, then
 //	err = st.Close() // commits what is queued, stops LISTEN, closes the pool it opened
 //
 // Open returns a *DB to take the stores one by one (DB.EventStore,
-// DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.ContentStore);
-// OpenEventStore and its siblings open a DB for a single store that owns
-// it. Every store passes the store/storetest conformance kits against a
+// DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.LeaseStore,
+// DB.ContentStore); OpenEventStore and its siblings open a DB for a single
+// store that owns it. Every store passes the store/storetest conformance kits against a
 // real server and implements every optional capability of its SPI,
 // store.Fencer included.
 //
@@ -118,6 +118,20 @@
 // server's settings require. A crash before the commit leaves none of a
 // write; after it, all. A write whose context ends before it was sent
 // writes nothing; the database encoding must be UTF8 (also checked).
+//
+// # Leases across nodes
+//
+// LeaseStore keeps one row per leased execution in the leases table: its
+// holder, its fencing token and its expiry. Acquire is one conditional
+// upsert (INSERT … ON CONFLICT (execution_id) DO UPDATE … WHERE the lease
+// is free, expired or the caller's … RETURNING token), so of any number of
+// nodes racing for a lease exactly one wins and tokens only grow; Renew and
+// Release are conditional UPDATEs on owner and token. Wired as
+// loom.Config.Leases on every node, they give each execution one live
+// driver: a live lease vetoes another node's re-drive, an expired one lets
+// any node's Runtime.Recover take the execution over, and the event log's
+// fence refuses the old driver's writes. TestMultiNodeKill kills one of
+// three worker processes mid-run and checks exactly that.
 //
 // # Timers across nodes
 //

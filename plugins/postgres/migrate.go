@@ -115,6 +115,19 @@ var schemaMigrations = []migration{
 		)`,
 		`ALTER TABLE {s}.content ALTER COLUMN data SET STORAGE EXTERNAL`,
 	}},
+	{6, "leases", []string{
+		// One row per execution ever leased: its holder (NULL once
+		// released), its fencing token (kept across a release, so the next
+		// grant outranks every earlier one) and its expiry in epoch
+		// milliseconds. Heartbeats rewrite only expires_at, which no index
+		// covers, so fillfactor leaves room for HOT updates.
+		`CREATE TABLE {s}.leases (
+			execution_id text COLLATE "C" NOT NULL PRIMARY KEY,
+			owner        text,
+			token        bigint NOT NULL,
+			expires_at   bigint NOT NULL
+		) WITH (fillfactor = 70)`,
+	}},
 }
 
 // migrationLockKey is the pg_advisory_xact_lock key that serializes

@@ -30,6 +30,8 @@ type queries struct {
 	timerPut, timerGet, timerDue, timerDelete string
 
 	contentHas, contentPut, contentGet, contentDelete string
+
+	leaseAcquire, leaseHolder, leaseRenew, leaseRelease, leaseGet string
 }
 
 // eventCols are the columns scanEvents reads, in its order.
@@ -146,6 +148,27 @@ func buildQueries(s string) queries {
 		contentPut:    `INSERT INTO ` + s + `.content (ref, size, data) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`,
 		contentGet:    `SELECT size, data FROM ` + s + `.content WHERE ref = $1`,
 		contentDelete: `DELETE FROM ` + s + `.content WHERE ref = $1`,
+
+		// The grant in one statement: a new execution inserts token 1; a row
+		// that is free (released), expired at now or already the owner's is
+		// taken with its token plus one. A row held live by another owner
+		// fails the WHERE: nothing changes and no row is returned, but the
+		// row is locked until the transaction ends (ON CONFLICT DO UPDATE
+		// locks every conflicting row), so leaseHolder, run next in the same
+		// transaction, reads the very lease that refused it. Arguments:
+		// execution id, owner, expiry, now.
+		leaseAcquire: `INSERT INTO ` + s + `.leases AS l (execution_id, owner, token, expires_at) VALUES ($1, $2, 1, $3)
+			ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, token = l.token + 1,
+				expires_at = EXCLUDED.expires_at
+			WHERE l.owner IS NULL OR l.owner = EXCLUDED.owner OR l.expires_at <= $4::bigint
+			RETURNING l.token`,
+		leaseHolder: `SELECT owner, expires_at FROM ` + s + `.leases WHERE execution_id = $1`,
+		// Renew and Release change the row iff the lease is still the
+		// caller's (owner and token); 0 rows means it was lost.
+		leaseRenew:   `UPDATE ` + s + `.leases SET expires_at = $1 WHERE execution_id = $2 AND owner = $3 AND token = $4`,
+		leaseRelease: `UPDATE ` + s + `.leases SET owner = NULL WHERE execution_id = $1 AND owner = $2 AND token = $3`,
+		// A released row has no owner: Get finds nothing.
+		leaseGet: `SELECT owner, token, expires_at FROM ` + s + `.leases WHERE execution_id = $1 AND owner IS NOT NULL`,
 	}
 }
 

@@ -9,10 +9,11 @@ import (
 
 // Stores is the storage a runtime needs, over one schema of a PostgreSQL
 // database: the event log, the snapshots, the branch refs, the durable
-// timers and the claim-check content store, all sharing one DB.
+// timers, the heartbeat leases and the claim-check content store, all
+// sharing one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the five
-// stores; closing one of the five only detaches that one. A pool passed in
+// Ownership: Stores owns the DB. Close closes it, and with it the six
+// stores; closing one of the six only detaches that one. A pool passed in
 // Options.Pool is borrowed and stays open after Close. Close may be called
 // more than once and returns the first call's result.
 type Stores struct {
@@ -20,6 +21,9 @@ type Stores struct {
 	Snapshots store.SnapshotStore
 	Branches  store.BranchRegistry
 	Timers    store.TimerStore
+	// Leases grants the heartbeat leases that keep one live driver per
+	// execution across every node on the schema (loom.Config.Leases).
+	Leases store.LeaseStore
 	// Content keeps claim-checked effect results (ADR 0054); it is also a
 	// store.ContentDeleter.
 	Content store.ContentStore
@@ -32,9 +36,9 @@ type Stores struct {
 
 // Storage is the preset that wires Loom to PostgreSQL: it opens opts (see
 // Open for the guarantees and failure modes) and returns its event store,
-// snapshot store, branch registry, timer store and content store in a
-// Stores value. Point every node at the same DSN and schema to share the
-// executions between them.
+// snapshot store, branch registry, timer store, lease store and content
+// store in a Stores value. Point every node at the same DSN and schema to
+// share the executions between them.
 func Storage(ctx context.Context, opts Options) (Stores, error) {
 	db, err := Open(ctx, opts)
 	if err != nil {
@@ -45,13 +49,14 @@ func Storage(ctx context.Context, opts Options) (Stores, error) {
 		Snapshots: db.SnapshotStore(),
 		Branches:  db.BranchRegistry(),
 		Timers:    db.TimerStore(),
+		Leases:    db.LeaseStore(),
 		Content:   db.ContentStore(),
 		Close:     db.Close,
 		DB:        db,
 	}, nil
 }
 
-// view is what the five stores share: the DB they work on and whether
+// view is what the six stores share: the DB they work on and whether
 // closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on
@@ -145,4 +150,13 @@ func OpenContentStore(ctx context.Context, opts Options) (*ContentStore, error) 
 		return nil, err
 	}
 	return &ContentStore{view: view{db: db, owned: true}}, nil
+}
+
+// OpenLeaseStore is OpenEventStore for a LeaseStore that owns its DB.
+func OpenLeaseStore(ctx context.Context, opts Options) (*LeaseStore, error) {
+	db, err := Open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &LeaseStore{view: view{db: db, owned: true}}, nil
 }

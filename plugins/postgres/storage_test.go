@@ -89,11 +89,17 @@ func TestStorageViewsShareTheDB(t *testing.T) {
 	if _, err := st.Branches.CreateRef(ctx, "main", "x"); err != nil {
 		t.Fatalf("the other views after one closed: %v", err)
 	}
+	if _, err := st.Leases.Acquire(ctx, "x", "node-a", 100, 1_000); err != nil {
+		t.Fatalf("the lease view after another closed: %v", err)
+	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Branches.ReadRef(ctx, "main"); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("ReadRef after Stores.Close = %v, want store.ErrClosed", err)
+	}
+	if _, _, err := st.Leases.Get(ctx, "x"); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Leases.Get after Stores.Close = %v, want store.ErrClosed", err)
 	}
 }
 
@@ -157,8 +163,8 @@ func TestSchemaNamesAreQuoted(t *testing.T) {
 		db := openDB(t, schema)
 		exec := "exec-" + string(rune('a'+i))
 		mustAppend(t, db.EventStore(), exec, 0, batch(exec, 0, i+1))
-		if n := adminQueryInt(t, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, schema); n != 7 {
-			t.Fatalf("schema %q holds %d tables, want 7", schema, n)
+		if n := adminQueryInt(t, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, schema); n != 8 {
+			t.Fatalf("schema %q holds %d tables, want 8", schema, n)
 		}
 	}
 	for i, schema := range odd {
