@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,7 +56,7 @@ func (s *LeaseStore) Acquire(ctx context.Context, executionID, owner string, now
 	if err := s.check(); err != nil {
 		return store.Lease{}, err
 	}
-	if err := validateLeaseFor(executionID, owner, now, ttlMs); err != nil {
+	if err := store.ValidateLeaseGrant(executionID, owner, now, ttlMs); err != nil {
 		return store.Lease{}, err
 	}
 	l := store.Lease{ExecutionID: executionID, Owner: owner, ExpiresAt: now + ttlMs}
@@ -109,7 +108,7 @@ func (s *LeaseStore) Renew(ctx context.Context, l store.Lease, now, ttlMs int64)
 	if err := s.check(); err != nil {
 		return store.Lease{}, err
 	}
-	if err := validateLeaseFor(l.ExecutionID, l.Owner, now, ttlMs); err != nil {
+	if err := store.ValidateLeaseGrant(l.ExecutionID, l.Owner, now, ttlMs); err != nil {
 		return store.Lease{}, err
 	}
 	l.ExpiresAt = now + ttlMs
@@ -133,7 +132,7 @@ func (s *LeaseStore) Release(ctx context.Context, l store.Lease) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := validateLeaseIDs(l.ExecutionID, l.Owner); err != nil {
+	if err := store.ValidateLeaseIDs(l.ExecutionID, l.Owner); err != nil {
 		return err
 	}
 	if _, err := s.db.pool.Exec(ctx, s.db.q.leaseRelease, l.ExecutionID, l.Owner, l.Token); err != nil {
@@ -168,27 +167,3 @@ func (s *LeaseStore) Get(ctx context.Context, executionID string) (store.Lease, 
 // store from OpenLeaseStore closes its DB; one from DB.LeaseStore only
 // detaches. A second Close returns nil.
 func (s *LeaseStore) Close() error { return s.close() }
-
-// validateLeaseIDs refuses an execution id or owner event.ValidateID
-// refuses (which also keeps NUL and invalid UTF-8 away from PostgreSQL).
-func validateLeaseIDs(executionID, owner string) error {
-	if err := event.ValidateID("executionId", executionID); err != nil {
-		return err
-	}
-	return event.ValidateID("owner", owner)
-}
-
-// validateLeaseFor refuses what validateLeaseIDs refuses, a ttlMs below 1,
-// and a now+ttlMs that int64 (the bigint column) cannot hold.
-func validateLeaseFor(executionID, owner string, now, ttlMs int64) error {
-	if err := validateLeaseIDs(executionID, owner); err != nil {
-		return err
-	}
-	if ttlMs < 1 {
-		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "not positive"}
-	}
-	if now > math.MaxInt64-ttlMs {
-		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "now+ttlMs overflows int64"}
-	}
-	return nil
-}
