@@ -16,20 +16,10 @@ import (
 // lengths of workload d). Workload d itself fails the run should a warm
 // resume replay or a cold one not, so a pass also means both paths ran.
 func TestHarnessReportsEveryField(t *testing.T) {
-	var out, progress bytes.Buffer
-	args := []string{"-duration", "200ms", "-db-dir", t.TempDir(),
-		"-resume-small", "100", "-resume-large", "1000", "-resume-reps", "2"}
-	if err := run(context.Background(), args, &out, &progress); err != nil {
-		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
-	}
-	dec := json.NewDecoder(&out)
-	dec.UseNumber()
-	var doc map[string]any
-	if err := dec.Decode(&doc); err != nil {
-		t.Fatalf("stdout is not JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		t.Fatalf("stdout holds more than one JSON document (next: %v)", err)
+	doc := runHarness(t, "-duration", "200ms", "-db-dir", t.TempDir(),
+		"-resume-small", "100", "-resume-large", "1000", "-resume-reps", "2")
+	if s := lookup(t, doc, "config.store"); s != "sqlite" {
+		t.Errorf("config.store = %v, want sqlite", s)
 	}
 
 	numbers := []string{
@@ -104,6 +94,26 @@ func TestHarnessReportsEveryField(t *testing.T) {
 	}
 }
 
+// runHarness runs the harness in-process with args and returns the one
+// JSON document it printed.
+func runHarness(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	var out, progress bytes.Buffer
+	if err := run(context.Background(), args, &out, &progress); err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
+	}
+	dec := json.NewDecoder(&out)
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("stdout is not JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		t.Fatalf("stdout holds more than one JSON document (next: %v)", err)
+	}
+	return doc
+}
+
 // lookup follows a dotted path through decoded JSON objects; a missing
 // key fails the test.
 func lookup(t *testing.T, doc map[string]any, path string) any {
@@ -132,6 +142,10 @@ func TestFlagsRefused(t *testing.T) {
 		{"-resume-small", "100", "-resume-large", "100"},
 		{"-resume-reps", "0"},
 		{"extra"},
+		{"-postgres", "postgres://x", "-workloads", "a,d"},
+		{"-postgres", "postgres://x", "-sync", "full"},
+		{"-postgres", "postgres://x", "-db-dir", "/tmp"},
+		{"-postgres", "postgres://x", "-resume-reps", "2"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
@@ -143,5 +157,12 @@ func TestFlagsRefused(t *testing.T) {
 	}
 	if strings.Join(f.workloads, ",") != "b,d" || f.sync.String() != "NORMAL" {
 		t.Fatalf("workloads %v, sync %v", f.workloads, f.sync)
+	}
+	// -postgres runs what PostgreSQL can by default.
+	if f, err = parseFlags([]string{"-postgres", "postgres://x"}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(f.workloads, ",") != "a,b,c" {
+		t.Fatalf("-postgres: workloads %v, want a,b,c", f.workloads)
 	}
 }

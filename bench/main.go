@@ -1,8 +1,10 @@
-// Command bench runs Loom's whole-workload benchmarks on SQLite and prints
-// one JSON document to stdout (progress goes to stderr):
+// Command bench runs Loom's whole-workload benchmarks on SQLite, or on
+// PostgreSQL with -postgres, and prints one JSON document to stdout
+// (progress goes to stderr):
 //
 //	go run ./bench [-duration 5s] [-workloads a,b,c,d] [-sync full|normal] [-db-dir DIR]
 //	               [-resume-small 100] [-resume-large 100000] [-resume-reps 5] [-cpuprofile-dir DIR]
+//	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c] [-cpuprofile-dir DIR]
 //
 // Every workload is reported beside a raw driver baseline measured in the
 // same process during the same run, as a ratio, because absolute rates on
@@ -26,7 +28,18 @@
 //
 // Every throughput workload runs on its own fresh SQLite file with the
 // plugin's defaults (event store behind a counting decorator, snapshot
-// store), after a short warm-up. -cpuprofile-dir writes one CPU profile per
+// store), after a short warm-up.
+//
+// With -postgres DSN, workloads a, b and c (the default set) run on
+// PostgreSQL instead, each in a fresh schema (loombench_<run hex>_<name>)
+// through plugins/postgres with its defaults, and the raw baselines insert
+// with pgx into an events-shaped table in a schema of their own: one row
+// per commit and 100 rows per transaction on one connection, plus one row
+// per commit on each of 32 connections at once. c is judged against the
+// 100-row rate and also reported beside the 32-connection one, with no
+// target. Every schema the run created is dropped at its end, also on
+// failure. Workload d is SQLite-only (it reopens a database file as a new
+// process would) and is refused with -postgres, as are the SQLite flags. -cpuprofile-dir writes one CPU profile per
 // workload; workload d labels its resumes (pprof -tagfocus phase=resume,
 // and path=warm or path=cold).
 //
@@ -67,6 +80,10 @@ func main() {
 // allWorkloads lists the workloads in the order they run.
 var allWorkloads = []string{"a", "b", "c", "d"}
 
+// postgresWorkloads are those that run on PostgreSQL, the default set with
+// -postgres.
+var postgresWorkloads = []string{"a", "b", "c"}
+
 // flags are the command line, parsed and checked.
 type flags struct {
 	duration    time.Duration
@@ -77,6 +94,7 @@ type flags struct {
 	resumeLarge int
 	resumeReps  int
 	profileDir  string
+	postgres    string // DSN; empty for SQLite
 }
 
 // parseFlags reads args; every value is checked against its limit.
@@ -94,11 +112,25 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.resumeLarge, "resume-large", 100_000, "workload d: events of the large log")
 	fs.IntVar(&f.resumeReps, "resume-reps", 5, "workload d: measured resumes of each log along each path, warm and cold (the median is reported)")
 	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … d.prof) into this directory")
+	fs.StringVar(&f.postgres, "postgres", "", "run workloads a, b, c on PostgreSQL at this DSN, in fresh schemas dropped at the end "+
+		"(default: SQLite)")
 	if err := fs.Parse(args); err != nil {
 		return flags{}, err
 	}
 	if fs.NArg() > 0 {
 		return flags{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if f.postgres != "" {
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		for _, name := range []string{"sync", "db-dir", "resume-small", "resume-large", "resume-reps"} {
+			if set[name] {
+				return flags{}, fmt.Errorf("-%s: SQLite only, not with -postgres", name)
+			}
+		}
+		if !set["workloads"] {
+			workloads = strings.Join(postgresWorkloads, ",")
+		}
 	}
 	switch sync {
 	case "full":
@@ -116,6 +148,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		if !slices.Contains(f.workloads, w) {
 			f.workloads = append(f.workloads, w)
 		}
+	}
+	if f.postgres != "" && slices.Contains(f.workloads, "d") {
+		return flags{}, errors.New("-workloads d: workload d runs on SQLite only, not with -postgres")
 	}
 	slices.SortFunc(f.workloads, func(x, y string) int { return slices.Index(allWorkloads, x) - slices.Index(allWorkloads, y) })
 	switch {
@@ -140,26 +175,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	progress := func(format string, a ...any) {
 		fmt.Fprintf(stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", a...)
 	}
-	dir, err := os.MkdirTemp(f.dbDir, "loom-bench-")
+	rep := Report{Machine: currentMachine(), Config: RunConfig{DurationMs: f.duration.Milliseconds(), Workloads: f.workloads}}
+	var (
+		raw  *rawBaselines
+		open storeOpener
+		dir  string
+		pg   *pgRun
+	)
+	if f.postgres == "" {
+		if dir, err = os.MkdirTemp(f.dbDir, "loom-bench-"); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+		rep.Config.Store, rep.Config.Synchronous, rep.Config.DBDir = "sqlite", f.sync.String(), dir
+		progress("bench: %s/%s, %d CPUs, %s; databases in %s", rep.Machine.GOOS, rep.Machine.GOARCH,
+			rep.Machine.CPUs, rep.Machine.Go, dir)
+		raw, err = openRawBaselines(ctx, dir, f.sync, f.duration, progress)
+		open = sqliteStores(dir, f.sync)
+	} else {
+		if pg, err = openPGRun(ctx, f.postgres); err != nil {
+			return err
+		}
+		rep.Config.Store, rep.Config.Synchronous = "postgres", pg.syncCommit
+		progress("bench: %s/%s, %d CPUs, %s; PostgreSQL %s (fsync %s, synchronous_commit %s), schemas %s*",
+			rep.Machine.GOOS, rep.Machine.GOARCH, rep.Machine.CPUs, rep.Machine.Go,
+			pg.config.ServerVersion, pg.config.Fsync, pg.syncCommit, pg.prefix)
+		raw, err = pg.baselines(ctx, f.duration, progress)
+		open = pg.stores()
+	}
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-
-	rep := Report{Machine: currentMachine(), Config: RunConfig{DurationMs: f.duration.Milliseconds(),
-		Synchronous: f.sync.String(), Workloads: f.workloads, DBDir: dir}}
-	progress("bench: %s/%s, %d CPUs, %s; databases in %s", rep.Machine.GOOS, rep.Machine.GOARCH,
-		rep.Machine.CPUs, rep.Machine.Go, dir)
-	raw, err := openRawBaselines(ctx, dir, f.sync, f.duration, progress)
-	if err != nil {
-		return err
-	}
+	// Closing the raw baselines drops the PostgreSQL run's schemas.
 	defer func() { err = errors.Join(err, raw.Close()) }()
-	if err := runWorkloads(ctx, f, dir, raw, &rep.Workloads, progress); err != nil {
+	if err := runWorkloads(ctx, f, dir, open, raw, &rep.Workloads, progress); err != nil {
 		return err
 	}
 	if rep.Raw, err = raw.report(ctx); err != nil {
 		return err
+	}
+	if pg != nil {
+		rep.Config.Postgres = pg.postgresConfig()
 	}
 	return writeReport(stdout, rep)
 }
@@ -167,13 +223,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 // runWorkloads runs the selected workloads and judges each against its
 // baseline, measured around it. b is judged against a, so selecting b runs
 // a as well.
-func runWorkloads(ctx context.Context, f flags, dir string, raw *rawBaselines, w *WorkloadReports,
+func runWorkloads(ctx context.Context, f flags, dir string, open storeOpener, raw *rawBaselines, w *WorkloadReports,
 	progress func(string, ...any)) error {
 	selected := func(w string) bool { return slices.Contains(f.workloads, w) }
 	throughput := func(spec throughputSpec, out **ThroughputReport) func() error {
 		return func() error {
 			return profiled(f.profileDir, spec.name, func() (err error) {
-				*out, err = runThroughput(ctx, dir, f.sync, spec, f.duration, progress)
+				*out, err = runThroughput(ctx, open, spec, f.duration, progress)
 				return err
 			})
 		}
@@ -182,14 +238,14 @@ func runWorkloads(ctx context.Context, f flags, dir string, raw *rawBaselines, w
 		if !selected("a") {
 			progress("workload b is judged against a: running a as well")
 		}
-		samples, err := raw.around(ctx, 1, throughput(specA, &w.A))
+		samples, err := raw.around(ctx, throughput(specA, &w.A), rawOne)
 		if err != nil {
 			return err
 		}
 		// The ceiling of a lone sequential appender: the raw commit rate
 		// shared out over the durable commits one workflow makes.
-		ceiling := mean(samples) / w.A.AppendsPerWorkflow
-		w.A.judge("rawOneRowPerCommitPerSec / appendsPerWorkflow", ceiling, samples, w.A.WorkflowsPerSec, 0.5)
+		ceiling := mean(samples[0]) / w.A.AppendsPerWorkflow
+		w.A.judge("rawOneRowPerCommitPerSec / appendsPerWorkflow", ceiling, samples[0], w.A.WorkflowsPerSec, 0.5)
 	}
 	if selected("b") {
 		if err := throughput(specB, &w.B)(); err != nil {
@@ -199,11 +255,22 @@ func runWorkloads(ctx context.Context, f flags, dir string, raw *rawBaselines, w
 		w.B.judge("a.workflowsPerSec", a, []float64{a}, w.B.WorkflowsPerSec, 5)
 	}
 	if selected("c") {
-		samples, err := raw.around(ctx, rawRowsPerBatch, throughput(specC, &w.C))
+		kinds := []rawKind{rawHundred}
+		if raw.measures(rawThirtyTwo) {
+			kinds = append(kinds, rawThirtyTwo)
+		}
+		samples, err := raw.around(ctx, throughput(specC, &w.C), kinds...)
 		if err != nil {
 			return err
 		}
-		w.C.judge("rawHundredRowsPerTxPerSec", mean(samples), samples, w.C.EventsPerSec, 0.4)
+		w.C.judge("rawHundredRowsPerTxPerSec", mean(samples[0]), samples[0], w.C.EventsPerSec, 0.4)
+		if len(samples) > 1 {
+			v := mean(samples[1])
+			w.C.ThirtyTwoConnsBaselineValue, w.C.ThirtyTwoConnsBaselineSamples = round(v), samples[1]
+			if v > 0 {
+				w.C.ThirtyTwoConnsRatio = round(w.C.EventsPerSec / v)
+			}
+		}
 	}
 	if selected("d") {
 		return profiled(f.profileDir, "d", func() (err error) {

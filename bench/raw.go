@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,9 +17,9 @@ import (
 	"github.com/loom-kernel/loom/plugins/sqlite"
 )
 
-// The raw baselines insert into a table shaped like plugins/sqlite's events
-// table (same columns, same primary key, a rowid table), through the same
-// driver (modernc.org/sqlite) with the same writer pragmas: WAL, the chosen
+// The SQLite raw baselines insert into a table shaped like plugins/sqlite's
+// events table (same columns, same primary key, a rowid table), through the
+// same driver (modernc.org/sqlite) with the same writer pragmas: WAL, the chosen
 // synchronous level, busy_timeout 5 s, foreign_keys off, temp_store MEMORY.
 // No Loom code runs in these loops: they are the ceiling the workloads are
 // judged against.
@@ -149,16 +150,49 @@ func (t *rawTable) rawRate(ctx context.Context, rowsPerTx int, d time.Duration) 
 	return perSecond(rows, time.Since(start)), nil
 }
 
-// rawBaselines measures the two baselines on one raw table for the whole
-// run. A workload's baseline is measured right before and right after it
-// (half the duration each) and averaged, so drift of a shared machine's
-// disk during the run shows up in the samples instead of in the ratio.
+// rate implements rawSink: one connection, so no concurrent baseline.
+func (t *rawTable) rate(ctx context.Context, kind rawKind, d time.Duration) (float64, error) {
+	switch kind {
+	case rawOne:
+		return t.rawRate(ctx, 1, d)
+	case rawHundred:
+		return t.rawRate(ctx, rawRowsPerBatch, d)
+	}
+	return 0, fmt.Errorf("raw: %s: not measured on SQLite", kind)
+}
+
+// rawKind names one raw baseline.
+type rawKind int
+
+const (
+	rawOne       rawKind = iota // one row per commit, one connection
+	rawHundred                  // rawRowsPerBatch rows per transaction, one connection
+	rawThirtyTwo                // one row per commit on each of rawConns connections at once
+	rawKinds
+)
+
+func (k rawKind) String() string {
+	return [...]string{"1 row per transaction", "100 rows per transaction", "32 connections, 1 row per transaction"}[k]
+}
+
+// rawSink is where the raw baselines insert: a SQLite file or a
+// PostgreSQL schema.
+type rawSink interface {
+	// rate inserts for d the way kind says and returns rows/s.
+	rate(ctx context.Context, kind rawKind, d time.Duration) (float64, error)
+	Close() error
+}
+
+// rawBaselines measures the baselines on one raw sink for the whole run. A
+// workload's baseline is measured right before and right after it (half
+// the duration each) and averaged, so drift of a shared machine's disk
+// during the run shows up in the samples instead of in the ratio.
 type rawBaselines struct {
-	table    *rawTable
+	sink     rawSink
+	kinds    []rawKind // the baselines the sink measures
 	d        time.Duration
 	progress func(string, ...any)
-	one      []float64 // one-row-per-commit samples, rows/s
-	hundred  []float64 // 100-rows-per-transaction samples, rows/s
+	samples  [rawKinds][]float64 // rows/s, in the order taken
 }
 
 // openRawBaselines opens raw.db in dir and warms it up: the first commits
@@ -172,64 +206,71 @@ func openRawBaselines(ctx context.Context, dir string, sync sqlite.Synchronous, 
 	if _, err := t.rawRate(ctx, 1, min(d/10, 200*time.Millisecond)); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
-	return &rawBaselines{table: t, d: d, progress: progress}, nil
+	return &rawBaselines{sink: t, kinds: []rawKind{rawOne, rawHundred}, d: d, progress: progress}, nil
 }
 
-// Close closes the raw table.
-func (b *rawBaselines) Close() error { return b.table.Close() }
+// Close closes the raw sink.
+func (b *rawBaselines) Close() error { return b.sink.Close() }
 
-// measure takes one sample of half the duration with rowsPerTx rows per
-// transaction (1 or rawRowsPerBatch).
-func (b *rawBaselines) measure(ctx context.Context, rowsPerTx int) (float64, error) {
-	rate, err := b.table.rawRate(ctx, rowsPerTx, b.d/2)
+// measures reports whether the sink measures kind.
+func (b *rawBaselines) measures(kind rawKind) bool { return slices.Contains(b.kinds, kind) }
+
+// measure takes one sample of kind, half the duration long.
+func (b *rawBaselines) measure(ctx context.Context, kind rawKind) (float64, error) {
+	rate, err := b.sink.rate(ctx, kind, b.d/2)
 	if err != nil {
 		return 0, err
 	}
-	if rowsPerTx == 1 {
-		b.one = append(b.one, rate)
-	} else {
-		b.hundred = append(b.hundred, rate)
-	}
-	b.progress("raw: %d row(s) per transaction: %.0f rows/s", rowsPerTx, rate)
+	b.samples[kind] = append(b.samples[kind], rate)
+	b.progress("raw: %s: %.0f rows/s", kind, rate)
 	return rate, nil
 }
 
-// around measures the rowsPerTx baseline before and after workload and
-// returns both samples.
-func (b *rawBaselines) around(ctx context.Context, rowsPerTx int, workload func() error) ([]float64, error) {
-	before, err := b.measure(ctx, rowsPerTx)
-	if err != nil {
+// around measures each of kinds before and after workload and returns
+// their samples, one list per kind.
+func (b *rawBaselines) around(ctx context.Context, workload func() error, kinds ...rawKind) ([][]float64, error) {
+	out := make([][]float64, len(kinds))
+	sample := func() error {
+		for i, k := range kinds {
+			rate, err := b.measure(ctx, k)
+			if err != nil {
+				return err
+			}
+			out[i] = append(out[i], round(rate))
+		}
+		return nil
+	}
+	if err := sample(); err != nil {
 		return nil, err
 	}
 	if err := workload(); err != nil {
 		return nil, err
 	}
-	after, err := b.measure(ctx, rowsPerTx)
-	if err != nil {
+	if err := sample(); err != nil {
 		return nil, err
 	}
-	return []float64{round(before), round(after)}, nil
+	return out, nil
 }
 
 // report sums the samples up; a baseline no workload needed is measured
 // once now, so the raw section is always complete.
 func (b *rawBaselines) report(ctx context.Context) (RawReport, error) {
-	if len(b.one) == 0 {
-		if _, err := b.measure(ctx, 1); err != nil {
-			return RawReport{}, err
+	for _, k := range b.kinds {
+		if len(b.samples[k]) == 0 {
+			if _, err := b.measure(ctx, k); err != nil {
+				return RawReport{}, err
+			}
 		}
 	}
-	if len(b.hundred) == 0 {
-		if _, err := b.measure(ctx, rawRowsPerBatch); err != nil {
-			return RawReport{}, err
-		}
-	}
+	one, hundred, conns := b.samples[rawOne], b.samples[rawHundred], b.samples[rawThirtyTwo]
 	return RawReport{
-		OneRowPerCommitPerSec:  round(mean(b.one)),
-		HundredRowsPerTxPerSec: round(mean(b.hundred)),
-		OneRowPerCommitSamples: roundAll(b.one),
-		HundredRowsSamples:     roundAll(b.hundred),
-		PayloadBytes:           len(rawPayload),
+		OneRowPerCommitPerSec:                round(mean(one)),
+		HundredRowsPerTxPerSec:               round(mean(hundred)),
+		ThirtyTwoConnsOneRowPerCommitPerSec:  round(mean(conns)),
+		OneRowPerCommitSamples:               roundAll(one),
+		HundredRowsSamples:                   roundAll(hundred),
+		ThirtyTwoConnsOneRowPerCommitSamples: roundAll(conns),
+		PayloadBytes:                         len(rawPayload),
 	}, nil
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // Report is the one JSON document a run prints: the machine, the raw
-// SQLite baselines measured in this run, and every selected workload beside
+// baselines of the store (SQLite or PostgreSQL) measured in this run, and every selected workload beside
 // the baseline it is judged against.
 type Report struct {
 	Machine   Machine         `json:"machine"`
@@ -30,14 +30,31 @@ type Machine struct {
 
 // RunConfig echoes the flags the figures were measured under.
 type RunConfig struct {
-	DurationMs  int64    `json:"durationMs"`
+	DurationMs int64 `json:"durationMs"`
+	// Store is "sqlite" or "postgres".
+	Store string `json:"store"`
+	// Synchronous is SQLite's synchronous level, or on PostgreSQL the
+	// server's synchronous_commit.
 	Synchronous string   `json:"synchronous"`
 	Workloads   []string `json:"workloads"`
-	DBDir       string   `json:"dbDir"`
+	DBDir       string   `json:"dbDir,omitempty"` // SQLite only
+	// Postgres describes the server, PostgreSQL only.
+	Postgres *PostgresConfig `json:"postgres,omitempty"`
 }
 
-// RawReport holds the driver-only baselines: the same driver, pragmas and
-// row shape as plugins/sqlite, with no Loom code in the loop.
+// PostgresConfig is what decides a PostgreSQL commit's cost, and where the
+// run wrote.
+type PostgresConfig struct {
+	ServerVersion string `json:"serverVersion"`
+	Fsync         string `json:"fsync"`
+	WalSyncMethod string `json:"walSyncMethod"`
+	// Schemas lists every schema the run created, all dropped at its end.
+	Schemas []string `json:"schemas"`
+}
+
+// RawReport holds the driver-only baselines: the same driver and row shape
+// as the store's plugin (on SQLite the same pragmas too), with no Loom code
+// in the loop.
 type RawReport struct {
 	// OneRowPerCommitPerSec is rows/s with one row per transaction: every
 	// row pays a commit (an fsync under synchronous=FULL). It and
@@ -50,6 +67,11 @@ type RawReport struct {
 	// before and one after each workload judged against the baseline.
 	OneRowPerCommitSamples []float64 `json:"oneRowPerCommitSamples"`
 	HundredRowsSamples     []float64 `json:"hundredRowsPerTxSamples"`
+	// ThirtyTwoConnsOneRowPerCommitPerSec is the aggregate rows/s of 32
+	// connections each committing one row at a time: PostgreSQL only,
+	// where concurrent commits share WAL flushes.
+	ThirtyTwoConnsOneRowPerCommitPerSec  float64   `json:"thirtyTwoConnsOneRowPerCommitPerSec,omitempty"`
+	ThirtyTwoConnsOneRowPerCommitSamples []float64 `json:"thirtyTwoConnsOneRowPerCommitSamples,omitempty"`
 	// PayloadBytes is the payload size of every raw row.
 	PayloadBytes int `json:"payloadBytes"`
 }
@@ -80,8 +102,8 @@ type ThroughputReport struct {
 	// around the event store: every EventStore.Append call and its events.
 	EventsPerWorkflow  float64 `json:"eventsPerWorkflow"`
 	AppendsPerWorkflow float64 `json:"appendsPerWorkflow"`
-	// TransactionsPerWorkflow is the SQLite writer's committed transactions
-	// (sqlite.DB.WriteStats): below AppendsPerWorkflow when group commit
+	// TransactionsPerWorkflow is the store writer's committed transactions
+	// (WriteStats of sqlite.DB or postgres.DB): below AppendsPerWorkflow when group commit
 	// folds concurrent appends into shared commits.
 	TransactionsPerWorkflow float64 `json:"transactionsPerWorkflow"`
 	P50Ms                   float64 `json:"p50Ms"`
@@ -96,6 +118,12 @@ type ThroughputReport struct {
 	Target          float64   `json:"target"`
 	Comparison      string    `json:"comparison"`
 	Met             bool      `json:"met"`
+	// On PostgreSQL, workload c is also set beside the raw 32-connection
+	// rate, with no target: how much of the server's concurrent commit
+	// capacity it uses.
+	ThirtyTwoConnsBaselineValue   float64   `json:"thirtyTwoConnsBaselineValue,omitempty"`
+	ThirtyTwoConnsBaselineSamples []float64 `json:"thirtyTwoConnsBaselineSamples,omitempty"`
+	ThirtyTwoConnsRatio           float64   `json:"thirtyTwoConnsRatio,omitempty"`
 }
 
 // ResumeReport compares the resume latency of a parked execution with a

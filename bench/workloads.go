@@ -12,6 +12,7 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/plugins/sqlite"
+	"github.com/loom-kernel/loom/store"
 )
 
 // stepsPerFlow is the number of trivial steps of the throughput workloads'
@@ -72,18 +73,41 @@ type throughputRun struct {
 	latencies []time.Duration
 }
 
-// runThroughput runs spec for d on a fresh database file in dir, after a
-// short warm-up, and reports its rates and latencies. The ratio is left to
-// the caller, which knows the baselines.
-func runThroughput(ctx context.Context, dir string, sync sqlite.Synchronous, spec throughputSpec, d time.Duration,
+// benchStore is one workload's fresh storage, with the plugin's defaults.
+type benchStore struct {
+	events       store.EventStore
+	snapshots    store.SnapshotStore
+	transactions func() int64 // the writer's committed transactions so far
+	close        func() error // closes it and removes what it wrote
+}
+
+// storeOpener opens a fresh benchStore for the workload named name.
+type storeOpener func(ctx context.Context, name string) (benchStore, error)
+
+// sqliteStores opens each workload's store on its own file in dir.
+func sqliteStores(dir string, sync sqlite.Synchronous) storeOpener {
+	return func(_ context.Context, name string) (benchStore, error) {
+		db, err := sqlite.Open(filepath.Join(dir, name+".db"), sqlite.WithSynchronous(sync))
+		if err != nil {
+			return benchStore{}, err
+		}
+		return benchStore{events: db.EventStore(), snapshots: db.SnapshotStore(),
+			transactions: func() int64 { return db.WriteStats().Transactions }, close: db.Close}, nil
+	}
+}
+
+// runThroughput runs spec for d on a fresh store, after a short warm-up,
+// and reports its rates and latencies. The ratio is left to the caller,
+// which knows the baselines.
+func runThroughput(ctx context.Context, open storeOpener, spec throughputSpec, d time.Duration,
 	progress func(string, ...any)) (_ *ThroughputReport, err error) {
-	db, err := sqlite.Open(filepath.Join(dir, spec.name+".db"), sqlite.WithSynchronous(sync))
+	st, err := open(ctx, spec.name)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, db.Close()) }()
-	events := &countingStore{EventStore: db.EventStore()}
-	rt, err := loom.New(loom.Config{Events: events, Snapshots: db.SnapshotStore(),
+	defer func() { err = errors.Join(err, st.close()) }()
+	events := &countingStore{EventStore: st.events}
+	rt, err := loom.New(loom.Config{Events: events, Snapshots: st.snapshots,
 		Flows: []*loom.Flow{tenStepsFlow()}, Durability: spec.durability})
 	if err != nil {
 		return nil, err
@@ -93,12 +117,12 @@ func runThroughput(ctx context.Context, dir string, sync sqlite.Synchronous, spe
 	if _, err := driveWorkflows(ctx, rt, spec.workers, min(d/10, maxWarmup)); err != nil {
 		return nil, fmt.Errorf("workload %s: warm-up: %w", spec.name, err)
 	}
-	before, txBefore := events.read(), db.WriteStats().Transactions
+	before, txBefore := events.read(), st.transactions()
 	run, err := driveWorkflows(ctx, rt, spec.workers, d)
 	if err != nil {
 		return nil, fmt.Errorf("workload %s: %w", spec.name, err)
 	}
-	c, txs := events.read().minus(before), db.WriteStats().Transactions-txBefore
+	c, txs := events.read().minus(before), st.transactions()-txBefore
 	if run.workflows == 0 {
 		return nil, fmt.Errorf("workload %s: no workflow completed in %v", spec.name, d)
 	}

@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # PostgreSQL: a throwaway cluster (scripts/pg-cluster.sh: initdb and pg_ctl in
 # a temporary directory, as the unprivileged user loompg when run as root,
 # on 127.0.0.1 and a free port, trust auth on loopback only) serves the
-# plugins/postgres tests, which read its address from LOOM_TEST_POSTGRES_DSN
+# plugins/postgres and bench tests, which read its address from LOOM_TEST_POSTGRES_DSN
 # and fail (never skip) without it. It is stopped and removed on exit,
 # whatever the outcome. PostgreSQL is installed with apt-get when missing.
 # shellcheck source=scripts/pg-cluster.sh
