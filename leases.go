@@ -3,6 +3,8 @@ package loom
 import (
 	"context"
 	"errors"
+	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/loom-kernel/loom/fold"
@@ -24,12 +26,27 @@ var ErrLeaseLost = errors.New("loom: lease lost to another node")
 
 func (rt *Runtime) leaseTTL() int64 { return rt.cfg.LeaseTTL.Milliseconds() }
 
+// leaseLocks serialize, per execution (striped), this node's lease writes:
+// a heartbeat's lazy acquisition, a park's release and a resume's
+// acquisition of one execution never interleave, so none of them gives up
+// or overwrites a lease another of them just took.
+type leaseLocks [64]sync.Mutex
+
+func (ls *leaseLocks) of(id string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return &ls[h.Sum32()%uint32(len(ls))]
+}
+
 // acquireLease takes the execution's lease for this node before a gate
 // transaction or a re-drive; another node's live lease refuses it.
 func (rt *Runtime) acquireLease(ctx context.Context, id string) error {
 	if rt.cfg.Leases == nil {
 		return nil
 	}
+	mu := rt.leaseLocks.of(id)
+	mu.Lock()
+	defer mu.Unlock()
 	l, err := rt.cfg.Leases.Acquire(ctx, id, rt.cfg.NodeID, rt.cfg.Clock.Now().UnixMilli(), rt.leaseTTL())
 	var held *store.LeaseHeldError
 	if errors.As(err, &held) {
@@ -55,14 +72,32 @@ func (rt *Runtime) holdLease(id string, l store.Lease) {
 	rt.leases[id] = l
 }
 
-// releaseLease gives the lease up when the drive parks or ends.
+// releaseLease gives the lease up when the drive ends.
 func (rt *Runtime) releaseLease(id string) {
+	rt.releaseLeaseIf(id, func() bool { return true })
+}
+
+// releaseParkedLease gives the lease up for a park that no resume has
+// taken yet: once a resume took the park, the lease is the resume's.
+func (rt *Runtime) releaseParkedLease(sp *stickyPark) {
+	rt.releaseLeaseIf(sp.r.x.id, func() bool { return rt.sticky[sp.r.x.id] == sp })
+}
+
+// releaseLeaseIf releases the lease held for id when mine (called under
+// rt.mu) says it is still this caller's to release.
+func (rt *Runtime) releaseLeaseIf(id string, mine func() bool) {
 	if rt.cfg.Leases == nil {
 		return
 	}
+	mu := rt.leaseLocks.of(id)
+	mu.Lock()
+	defer mu.Unlock()
 	rt.mu.Lock()
 	l, ok := rt.leases[id]
-	delete(rt.leases, id)
+	ok = ok && mine()
+	if ok {
+		delete(rt.leases, id)
+	}
 	rt.mu.Unlock()
 	if ok {
 		if err := rt.cfg.Leases.Release(context.Background(), l); err != nil {
@@ -80,46 +115,79 @@ func (rt *Runtime) RenewLeases(ctx context.Context) error {
 		return nil
 	}
 	rt.mu.Lock()
-	type held struct {
-		id    string
-		r     *run
-		lease store.Lease
-		has   bool
+	type driving struct {
+		id string
+		r  *run
 	}
-	var all []held
+	var all []driving
 	for id, x := range rt.live { //loom:order-independent each lease renewed on its own
-		if x.run == nil || x.run.isParked() {
-			continue
+		if x.run != nil && !x.run.isParked() {
+			all = append(all, driving{id, x.run})
 		}
-		l, ok := rt.leases[id]
-		all = append(all, held{id: id, r: x.run, lease: l, has: ok})
 	}
 	rt.mu.Unlock()
 	now, ttl := rt.cfg.Clock.Now().UnixMilli(), rt.leaseTTL()
-	var first error
-	for _, h := range all {
-		var l store.Lease
-		var err error
-		if h.has {
-			l, err = rt.cfg.Leases.Renew(ctx, h.lease, now, ttl)
-		} else {
-			l, err = rt.cfg.Leases.Acquire(ctx, h.id, rt.cfg.NodeID, now, ttl)
-		}
-		switch {
-		case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrLeaseHeld):
-			h.r.j.halt(ErrLeaseLost)
-			h.r.root.stop.Store(true)
-			h.r.cancel()
-		case err != nil:
-			if first == nil {
-				first = err
+	// Renewals go out side by side: one after another, a busy node's
+	// heartbeat would take longer than a TTL and its live leases expire.
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, maxConcurrentRenewals)
+	)
+	for _, d := range all {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := rt.renewLease(ctx, d.id, d.r, now, ttl); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
 			}
-		default:
-			rt.holdLease(h.id, l)
-		}
+		})
 	}
+	wg.Wait()
 	return first
 }
+
+// renewLease renews (or, for a fresh start, acquires) the lease of id for
+// its drive r, if r still drives id unparked, and stops r if the lease is
+// another node's.
+func (rt *Runtime) renewLease(ctx context.Context, id string, r *run, now, ttl int64) error {
+	lock := rt.leaseLocks.of(id)
+	lock.Lock()
+	defer lock.Unlock()
+	rt.mu.Lock()
+	x := rt.live[id]
+	current := x != nil && x.run == r && !r.isParked()
+	l, has := rt.leases[id]
+	rt.mu.Unlock()
+	if !current {
+		return nil // parked or ended since the listing: its lease is not the heartbeat's
+	}
+	var err error
+	if has {
+		l, err = rt.cfg.Leases.Renew(ctx, l, now, ttl)
+	} else {
+		l, err = rt.cfg.Leases.Acquire(ctx, id, rt.cfg.NodeID, now, ttl)
+	}
+	switch {
+	case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrLeaseHeld):
+		r.j.halt(ErrLeaseLost)
+		r.root.stop.Store(true)
+		r.cancel()
+		return nil
+	case err != nil:
+		return err
+	}
+	rt.holdLease(id, l)
+	return nil
+}
+
+// maxConcurrentRenewals bounds the lease writes one heartbeat has in flight.
+const maxConcurrentRenewals = 16
 
 // heartbeat renews leases every LeaseTTL/3 until the runtime closes.
 func (rt *Runtime) heartbeat() {

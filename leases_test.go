@@ -3,11 +3,13 @@ package loom_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/store"
 	"github.com/loom-kernel/loom/store/memstore"
 )
 
@@ -108,5 +110,65 @@ func TestLeases_AResumeIsRefusedWhileAnotherNodeDrives(t *testing.T) {
 	var rr *loom.ResumeRefusedError
 	if err := a.Resume(h.ctx(), id, loom.ResumeEvent{EventType: "approve", Payload: []byte(`{"approved":true}`)}); !errors.As(err, &rr) {
 		t.Fatalf("resume of an ended execution: %v", err)
+	}
+}
+
+// rendezvousLeases lets an Acquire through only once want Acquires are in
+// flight together: a heartbeat that renewed one lease after another would
+// never get past the first.
+type rendezvousLeases struct {
+	*memstore.LeaseStore
+	want    int64
+	waiting atomic.Int64
+	all     chan struct{}
+}
+
+func (s *rendezvousLeases) Acquire(ctx context.Context, id, owner string, now, ttl int64) (store.Lease, error) {
+	if s.waiting.Add(1) == s.want {
+		close(s.all)
+	}
+	select {
+	case <-s.all:
+	case <-ctx.Done():
+		return store.Lease{}, ctx.Err()
+	}
+	return s.LeaseStore.Acquire(ctx, id, owner, now, ttl)
+}
+
+// A heartbeat renews its leases side by side, so a node driving many
+// executions renews them all within a TTL however slow one write is.
+func TestLeases_AHeartbeatRenewsSideBySide(t *testing.T) {
+	const running = 4
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	entered.Add(running)
+	flow := loom.NewFlow("busy", func(ctx *loom.Context, _ struct{}) (string, error) {
+		_, err := ctx.Run("work", func(c context.Context) (any, error) {
+			entered.Done()
+			select {
+			case <-release:
+			case <-c.Done():
+			}
+			return "done", nil
+		})
+		return "", err
+	})
+	leases := &rendezvousLeases{LeaseStore: memstore.NewLeaseStore(), want: running, all: make(chan struct{})}
+	h := newHarnessWith(t, loom.Config{}, flow)
+	rt, err := loom.New(loom.Config{Events: h.events, Flows: []*loom.Flow{flow}, Leases: leases, NodeID: "a",
+		LeaseTTL: 30 * time.Second, Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	defer close(release)
+	for range running {
+		if _, err := rt.Start(h.ctx(), "busy", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entered.Wait()
+	if err := rt.RenewLeases(h.ctx()); err != nil {
+		t.Fatalf("heartbeat: %v (acquires in flight together: %d of %d)", err, leases.waiting.Load(), running)
 	}
 }

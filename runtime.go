@@ -36,6 +36,7 @@ type Runtime struct {
 	timerHandlers map[string]TimerHandler
 	streams       streamLengths          // inbox stream lengths this process knows
 	leases        map[string]store.Lease // leases this node holds, by execution
+	leaseLocks    leaseLocks
 }
 
 // execution is an execution claimed by this process: at most one drive (or

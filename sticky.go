@@ -114,7 +114,7 @@ func (r *run) parkSticky(p suspendPayload) {
 	r.armTimer(p)
 	r.commit(event.ExecutionSuspended, p, nil)
 	r.barrier()
-	r.rt.releaseLease(r.x.id) // parked: any node may resume it
+	r.rt.releaseParkedLease(sp) // parked: any node may resume it
 	st := r.j.state()
 	r.rt.saveSnapshot(r.x.id, st)
 	r.snapshotAt = st.Sequence

@@ -40,7 +40,7 @@ const (
 	mnStartsInFlight = 45               // start packages in flight at once, so executions overlap
 	mnKillAfter      = mnExecutions / 3 // parked executions before the kill…
 	mnKillRunning    = 5                // …while the victim runs at least this many
-	mnDeadline       = 40 * time.Second // the whole test
+	mnDeadline       = 90 * time.Second // the whole test
 )
 
 // TestMultiNodeKill is the multi-node kill test (issue 6, item 6): three
@@ -553,7 +553,8 @@ func checkMultinode(t *testing.T, ctx context.Context, st Stores, m *multinodeRu
 	}
 	for _, id := range m.ids {
 		if driving[id] != recovered[id] {
-			t.Errorf("%s: recovered %v, but the killed worker drove it at its death: %v", id, recovered[id], driving[id])
+			t.Errorf("%s: recovered %v, but the killed worker drove it at its death: %v; its log:\n%s",
+				id, recovered[id], driving[id], timeline(logs[id]))
 		}
 	}
 	if len(driving) == 0 {
@@ -598,6 +599,15 @@ func victimWasDriving(evs []event.Envelope, killT int64) bool {
 	}
 	s := fold.Fold(evs[:n])
 	return n > 0 && (s.Status == fold.StatusRunning || s.Status == fold.StatusPending)
+}
+
+// timeline prints a log one event a line, for a failure message.
+func timeline(evs []event.Envelope) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, "  %3d %d %-20s %s %.120s\n", e.Sequence, e.Timestamp, e.Type, e.Metadata, e.Payload)
+	}
+	return b.String()
 }
 
 func countType(evs []event.Envelope, typ string) int {
