@@ -121,7 +121,12 @@ func (rt *Runtime) RenewLeases(ctx context.Context) error {
 	}
 	var all []driving
 	for id, x := range rt.live { //loom:order-independent each lease renewed on its own
-		if x.run != nil && !x.run.isParked() {
+		if x.run == nil {
+			continue
+		}
+		// A parking run keeps its lease renewed until the park is durable
+		// and releases it; a parked one holds none.
+		if _, held := rt.leases[id]; held || !x.run.isParked() {
 			all = append(all, driving{id, x.run})
 		}
 	}
@@ -153,16 +158,16 @@ func (rt *Runtime) RenewLeases(ctx context.Context) error {
 }
 
 // renewLease renews (or, for a fresh start, acquires) the lease of id for
-// its drive r, if r still drives id unparked, and stops r if the lease is
-// another node's.
+// its drive r, if r still drives id (unparked, or parking with its lease
+// not yet released), and stops r if the lease is another node's.
 func (rt *Runtime) renewLease(ctx context.Context, id string, r *run, now, ttl int64) error {
 	lock := rt.leaseLocks.of(id)
 	lock.Lock()
 	defer lock.Unlock()
 	rt.mu.Lock()
 	x := rt.live[id]
-	current := x != nil && x.run == r && !r.isParked()
 	l, has := rt.leases[id]
+	current := x != nil && x.run == r && (has || !r.isParked())
 	rt.mu.Unlock()
 	if !current {
 		return nil // parked or ended since the listing: its lease is not the heartbeat's

@@ -40,7 +40,7 @@ const workerAddrPrefix = "LOOM_MULTINODE_ADDR="
 // workerHeartbeat, Recover runs every workerRecoverEvery, and every effect
 // spends stepWork (real time: it is the work the kill interrupts).
 const (
-	workerLeaseTTL     = 4 * time.Second
+	workerLeaseTTL     = 6 * time.Second
 	workerHeartbeat    = 300 * time.Millisecond
 	workerRecoverEvery = 500 * time.Millisecond
 	stepWork           = 4 * time.Millisecond
