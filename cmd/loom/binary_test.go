@@ -3,17 +3,17 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loom-kernel/loom/internal/testbin"
 )
 
 // The tests run the real binary, built once per test binary, against the
@@ -59,72 +59,23 @@ func setup(t *testing.T) (bin string, fx fixture) {
 	return shared.bin, shared.fixture
 }
 
-// buildBinary builds cmd/loom into dir. Under -race the binary is built with
-// -race too: it reuses the packages the test binary was compiled from, so
-// only linking is left.
-func buildBinary(dir string) (string, error) {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	bin := filepath.Join(dir, "loom")
-	args := []string{"build", "-o", bin}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	cmd := exec.Command("go", append(args, "./cmd/loom")...)
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-}
+// buildBinary builds cmd/loom into dir (with -race under -race).
+func buildBinary(dir string) (string, error) { return testbin.Build(dir, "./cmd/loom", "loom") }
 
-// binaryEnv is the environment of the binary: a race-enabled binary sleeps
-// 1 s at exit by default, and the variables the CLI falls back to are unset
-// so that only the flags of a test count.
-func binaryEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LOOM_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-}
+// binaryEnv is the environment of the binary: the variables the CLI falls
+// back to are unset so that only the flags of a test count.
+func binaryEnv() []string { return testbin.Env("LOOM_") }
 
 // loomRun runs the binary to its end and returns its output and status.
 func loomRun(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = binaryEnv()
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running loom %v: %v", args, err)
-	}
-	return out.String(), errOut.String(), code
+	return testbin.Run(t, 60*time.Second, binaryEnv(), bin, args...)
 }
 
 // mustLoom runs the binary and fails the test unless it exits 0.
 func mustLoom(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	out, errOut, code := loomRun(t, bin, args...)
-	if code != 0 {
-		t.Fatalf("loom %v exited %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
-	}
-	return out
+	return testbin.Must(t, 60*time.Second, binaryEnv(), bin, args...)
 }
 
 // background is a long-running loom process (logs --follow, inspect).

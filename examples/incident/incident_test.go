@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/testbin"
 	"github.com/loom-kernel/loom/store"
 	"github.com/loom-kernel/loom/store/memstore"
 )
@@ -354,57 +353,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func build(dir string) (string, error) {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	bin := filepath.Join(dir, "incident")
-	args := []string{"build", "-o", bin}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	cmd := exec.Command("go", append(args, "./examples/incident")...)
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-}
+func build(dir string) (string, error) { return testbin.Build(dir, "./examples/incident", "incident") }
 
 // runBinary runs the binary and returns its output and exit status.
 func runBinary(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	// A race-enabled binary sleeps 1 s at exit by default; the demo's own
-	// children inherit this environment.
-	cmd.Env = append(os.Environ(), "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running %v: %v", args, err)
-	}
-	return out.String(), errOut.String(), code
+	return testbin.Run(t, 30*time.Second, testbin.Env(), bin, args...)
 }
 
 func mustRun(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	out, errOut, code := runBinary(t, bin, args...)
-	if code != 0 {
-		t.Fatalf("incident %v exited %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
-	}
-	return out
+	return testbin.Must(t, 30*time.Second, testbin.Env(), bin, args...)
 }
 
 // logLines counts the stored events of id, through the log command.
