@@ -4,15 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"os"
-	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/internal/groupcommit/writertest"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -114,51 +113,22 @@ func openTestDB(t testing.TB, edit ...func(*Options)) *DB {
 }
 
 // envelope returns a valid single event of exec at seq.
-func envelope(exec string, seq int64) event.Envelope {
-	return event.Envelope{
-		ID:          exec + "#" + strconv.FormatInt(seq, 10),
-		WorkflowID:  "wf",
-		ExecutionID: exec,
-		Type:        "TEST_EVENT",
-		Sequence:    seq,
-		Timestamp:   1_700_000_000_000 + seq,
-		Payload:     json.RawMessage(`{"exec":` + strconv.Quote(exec) + `,"seq":` + strconv.FormatInt(seq, 10) + `}`),
-	}
-}
+func envelope(exec string, seq int64) event.Envelope { return writertest.Batch(exec, seq, 1)[0] }
 
 // batch returns n contiguous envelopes of exec from seq.
-func batch(exec string, from int64, n int) []event.Envelope {
-	out := make([]event.Envelope, n)
-	for i := range out {
-		out[i] = envelope(exec, from+int64(i))
-	}
-	return out
-}
+func batch(exec string, from int64, n int) []event.Envelope { return writertest.Batch(exec, from, n) }
 
 func mustAppend(t testing.TB, s store.EventStore, exec string, expected int64, evs []event.Envelope) {
 	t.Helper()
-	if err := s.Append(context.Background(), exec, expected, evs); err != nil {
-		t.Fatalf("Append(%q, %d): %v", exec, expected, err)
-	}
+	writertest.MustAppend(t, s, exec, expected, evs)
 }
 
 // logOf reads the whole log of exec and checks that its sequences are
 // contiguous from 0.
 func logOf(t testing.TB, s store.EventStore, exec string) []event.Envelope {
 	t.Helper()
-	evs, err := s.ReadFrom(context.Background(), exec, 0)
-	if err != nil {
-		t.Fatalf("ReadFrom(%q): %v", exec, err)
-	}
-	for i, e := range evs {
-		if e.Sequence != int64(i) {
-			t.Fatalf("log of %q: event %d has sequence %d", exec, i, e.Sequence)
-		}
-	}
-	return evs
+	return writertest.Log(t, s, exec)
 }
-
-func isNil(err error) bool { return err == nil }
 
 func isConflict(err error) bool {
 	var ce *store.SequenceConflictError

@@ -1,14 +1,12 @@
 package sqlite
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/internal/groupcommit/writertest"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -40,46 +38,19 @@ func openTestDB(t testing.TB, opts ...Option) *DB {
 }
 
 // envelope returns a valid single event of exec at seq.
-func envelope(exec string, seq int64) event.Envelope {
-	return event.Envelope{
-		ID:          exec + "#" + strconv.FormatInt(seq, 10),
-		WorkflowID:  "wf",
-		ExecutionID: exec,
-		Type:        "TEST_EVENT",
-		Sequence:    seq,
-		Timestamp:   1_700_000_000_000 + seq,
-		Payload:     json.RawMessage(`{"exec":"` + exec + `","seq":` + strconv.FormatInt(seq, 10) + `}`),
-	}
-}
+func envelope(exec string, seq int64) event.Envelope { return writertest.Batch(exec, seq, 1)[0] }
 
 // batch returns n contiguous envelopes of exec from seq.
-func batch(exec string, from int64, n int) []event.Envelope {
-	out := make([]event.Envelope, n)
-	for i := range out {
-		out[i] = envelope(exec, from+int64(i))
-	}
-	return out
-}
+func batch(exec string, from int64, n int) []event.Envelope { return writertest.Batch(exec, from, n) }
 
 func mustAppend(t testing.TB, s store.EventStore, exec string, expected int64, evs []event.Envelope) {
 	t.Helper()
-	if err := s.Append(context.Background(), exec, expected, evs); err != nil {
-		t.Fatalf("Append(%q, %d): %v", exec, expected, err)
-	}
+	writertest.MustAppend(t, s, exec, expected, evs)
 }
 
 func logLength(t testing.TB, s store.EventStore, exec string) int {
 	t.Helper()
-	evs, err := s.ReadFrom(context.Background(), exec, 0)
-	if err != nil {
-		t.Fatalf("ReadFrom(%q): %v", exec, err)
-	}
-	for i, e := range evs {
-		if e.Sequence != int64(i) {
-			t.Fatalf("log of %q: event %d has sequence %d", exec, i, e.Sequence)
-		}
-	}
-	return len(evs)
+	return writertest.LogLength(t, s, exec)
 }
 
 func isConflict(err error) bool {
