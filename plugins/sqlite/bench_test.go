@@ -13,31 +13,18 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/internal/groupcommit/writertest"
 )
 
-// benchPayload is a typical step-completion payload (~130 bytes).
-var benchPayload = json.RawMessage(`{"stepId":"charge-card","output":{"amount":12999,"currency":"EUR","receipt":"rcpt_8f14e45fceea167a5a36dedd4bea2543"}}`)
+func benchEnvelope(exec string, seq int64) event.Envelope { return writertest.BenchEnvelope(exec, seq) }
 
-func benchEnvelope(exec string, seq int64) event.Envelope {
-	return event.Envelope{
-		ID: exec + "#" + strconv.FormatInt(seq, 10), WorkflowID: "wf-bench", ExecutionID: exec,
-		Type: "STEP_COMPLETED", Sequence: seq, Timestamp: 1_700_000_000_000 + seq, Payload: benchPayload,
-	}
-}
-
-func reportEventsPerSecond(b *testing.B) {
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-}
+func reportEventsPerSecond(b *testing.B) { writertest.ReportEventsPerSecond(b) }
 
 // rawTable opens a database with the writer's pragmas and a plain table
 // shaped like events, and runs fn on its connection at the driver level.
@@ -87,8 +74,8 @@ const rawInsert = `INSERT INTO raw_events (execution_id, sequence, id, workflow_
 func rawInsertRow(c *rawConn, seq int64) error { return rawInsertEvent(c, "exec-raw", seq) }
 
 func rawInsertEvent(c *rawConn, exec string, seq int64) error {
-	_, err := c.exec(rawInsert, exec, seq, exec+"#"+strconv.FormatInt(seq, 10), "wf-bench",
-		"STEP_COMPLETED", 1_700_000_000_000+seq, string(benchPayload), nil)
+	e := benchEnvelope(exec, seq) // the very row Append writes
+	_, err := c.exec(rawInsert, exec, seq, e.ID, e.WorkflowID, e.Type, e.Timestamp, string(e.Payload), nil)
 	return err
 }
 
@@ -167,47 +154,12 @@ func BenchmarkRawInsert32RowsPerTx32Executions(b *testing.B) {
 // BenchmarkAppendSingle: one appender, one event per Append, each durable
 // before the next.
 func BenchmarkAppendSingle(b *testing.B) {
-	db := openTestDB(b)
-	s := db.EventStore()
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := range b.N {
-		seq := int64(i)
-		if err := s.Append(ctx, "exec-single", seq, []event.Envelope{benchEnvelope("exec-single", seq)}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	reportEventsPerSecond(b)
+	writertest.BenchAppendSingle(b, openTestDB(b).EventStore())
 }
 
 // BenchmarkAppendConcurrent32: 32 appenders, each on its own execution,
 // one event per Append; group commit folds them into shared transactions.
 func BenchmarkAppendConcurrent32(b *testing.B) {
 	db := openTestDB(b)
-	s := db.EventStore()
-	ctx := context.Background()
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for w := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			exec := fmt.Sprintf("exec-%02d", w)
-			for seq := int64(0); left.Add(-1) >= 0; seq++ {
-				if err := s.Append(ctx, exec, seq, []event.Envelope{benchEnvelope(exec, seq)}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	reportEventsPerSecond(b)
-	if st := db.WriteStats(); st.Transactions > 0 {
-		b.ReportMetric(float64(st.Events)/float64(st.Transactions), "events/commit")
-	}
+	writertest.BenchAppendConcurrent(b, db.EventStore(), 32, kitStats(db))
 }

@@ -60,11 +60,8 @@ func TestGroupCommitKit(t *testing.T) {
 	writertest.Run(t, func(t *testing.T) writertest.Writer {
 		db := openTestDB(t)
 		return writertest.Writer{
-			Store: db.EventStore(),
-			Stats: func() writertest.Stats {
-				st := db.WriteStats()
-				return writertest.Stats{Transactions: st.Transactions, Batches: st.Batches, Events: st.Events}
-			},
+			Store:  db.EventStore(),
+			Stats:  kitStats(db),
 			Hold:   func(t *testing.T) func() { return holdWriter(t, db) },
 			Queued: func() int { return len(db.w.queue) },
 			Poison: func(t *testing.T) {
@@ -94,5 +91,13 @@ func TestCancelAfterTakenWaitsForOutcome(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("run = %v, want nil: the op ran", err)
+	}
+}
+
+// kitStats reads db's write counters for the group-commit kit.
+func kitStats(db *DB) func() writertest.Stats {
+	return func() writertest.Stats {
+		st := db.WriteStats()
+		return writertest.Stats{Transactions: st.Transactions, Batches: st.Batches, Events: st.Events}
 	}
 }
