@@ -18,7 +18,7 @@ import (
 // flow's goroutine or from a Parallel branch, never from goroutines of your
 // own: a suspend or a failure unwinds the calling goroutine.
 type Context struct {
-	run    *run
+	drive  *drive
 	branch string // "" for the root, "0", "0.1"… for Parallel branches
 	clocks *branchCounters
 	scope  *scope // stops this goroutine when its Parallel block or run stops
@@ -44,7 +44,7 @@ func (b *branchCounters) next(kind string) int {
 }
 
 // ExecutionID returns the id of the execution this run drives.
-func (c *Context) ExecutionID() string { return c.run.x.id }
+func (c *Context) ExecutionID() string { return c.drive.x.id }
 
 // Context returns the context.Context of this goroutine's scope: cancelled
 // when the execution is cancelled, the runtime closes, or a sibling Parallel
@@ -53,11 +53,11 @@ func (c *Context) Context() context.Context { return c.scope.ctx }
 
 // Simulating reports whether this run is a simulation (a fork resumed with
 // Simulate): steps run their simulation, or for real only when read-only.
-func (c *Context) Simulating() bool { return c.run.simulate }
+func (c *Context) Simulating() bool { return c.drive.simulate }
 
 // implicitID names the n-th implicit decision of kind in this branch.
 func (c *Context) implicitID(kind string) string {
-	id := "__loom_" + kind
+	id := reservedPrefix + kind
 	if c.branch != "" {
 		id += "@" + c.branch
 	}
@@ -70,7 +70,7 @@ func (c *Context) child(i int, sc *scope, block *idSet) *Context {
 	if c.branch != "" {
 		b = c.branch + "." + b
 	}
-	return &Context{run: c.run, branch: b, clocks: &branchCounters{}, scope: sc, block: block}
+	return &Context{drive: c.drive, branch: b, clocks: &branchCounters{}, scope: sc, block: block}
 }
 
 // checkpoint is called at the start of every syscall: a sibling's suspend
@@ -82,4 +82,4 @@ func (c *Context) checkpoint() {
 }
 
 // state reads the folded state under the journal lock.
-func (c *Context) state(f func(s *fold.State)) { c.run.j.read(f) }
+func (c *Context) state(f func(s *fold.State)) { c.drive.j.Read(f) }

@@ -35,7 +35,7 @@ type chainLink struct {
 // success. Call it from the flow's root goroutine.
 func (c *Context) ContinueAsNew(input any) error {
 	c.checkpoint()
-	r := c.run
+	r := c.drive
 	if !r.rt.cfg.Features.ContinueAsNew {
 		return fmt.Errorf("%w: continueAsNew needs Features.ContinueAsNew", ErrFeatureDisabled)
 	}
@@ -46,7 +46,7 @@ func (c *Context) ContinueAsNew(input any) error {
 	if err != nil {
 		return fmt.Errorf("loom: continueAsNew input: %w", err)
 	}
-	st := r.j.state()
+	st := r.j.State()
 	link := chainLink{ID: chainOf(r.x.id, st), Index: chainIndex(st) + 1}
 	carry, err := json.Marshal(map[string]any{"resources": st.Variables.Resources, "inbox": st.Variables.Inbox})
 	if err != nil {
@@ -57,7 +57,7 @@ func (c *Context) ContinueAsNew(input any) error {
 	r.successor = next
 	r.mu.Unlock()
 	r.root.stop.Store(true)
-	if _, err := r.j.commitTerminal(event.ExecutionContinued, next, kernelStamp()); err != nil {
+	if _, err := r.j.CommitTerminal(event.ExecutionContinued, next, kernelStamp()); err != nil {
 		r.abort(err)
 	}
 	r.barrier()

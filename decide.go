@@ -16,10 +16,12 @@ import (
 // Decide records a non-deterministic choice (P9): the first run calls choose
 // and records DECISION_RECORDED under id; every replay returns the recorded
 // choice without calling choose. An error from choose is returned and
-// nothing is recorded. Ids starting with "__loom_" are reserved.
+// nothing is recorded. Ids starting with "__loom_" are reserved. Each id is
+// decided once per run: deciding it again fails with *StepReusedError
+// (give each decision of a loop its own id).
 func (c *Context) Decide(id string, choose func() (any, error)) (json.RawMessage, error) {
 	c.checkpoint()
-	if strings.HasPrefix(id, "__loom_") {
+	if strings.HasPrefix(id, reservedPrefix) {
 		return nil, ErrReservedDecisionID
 	}
 	if err := event.ValidateID("decision id", id); err != nil {
@@ -29,13 +31,16 @@ func (c *Context) Decide(id string, choose func() (any, error)) (json.RawMessage
 }
 
 func (c *Context) decide(id string, choose func() (any, error), meta map[string]json.RawMessage) (json.RawMessage, error) {
+	if err := c.drive.reissue(id, true, nil); err != nil {
+		return nil, err
+	}
 	var d fold.Decision
 	var found bool
 	c.state(func(s *fold.State) { d, found = s.Variables.Decisions[id] })
 	if found {
 		return d.Choice, nil
 	}
-	r := c.run
+	r := c.drive
 	r.beginLive()
 	v, err := choose()
 	var raw []byte
@@ -69,7 +74,7 @@ func Decide[T any](ctx *Context, id string, choose func() (T, error)) (T, error)
 func Now(ctx *Context) time.Time {
 	ctx.checkpoint()
 	raw, err := ctx.decide(ctx.implicitID("now"), func() (any, error) {
-		return ctx.run.rt.cfg.Clock.Now().UnixMilli(), nil
+		return ctx.drive.rt.cfg.Clock.Now().UnixMilli(), nil
 	}, nil)
 	var ms int64
 	if err != nil || json.Unmarshal(raw, &ms) != nil {

@@ -78,7 +78,7 @@ func (d *divergence) skipMatched() {
 
 // observeStep feeds the detector; in fail mode a divergence parks the run
 // on the reserved gate before the diverging step runs.
-func (r *run) observeStep(c *Context, id string, live bool) {
+func (r *drive) observeStep(c *Context, id string, live bool) {
 	if r.div == nil {
 		return
 	}
@@ -99,7 +99,7 @@ func (r *run) observeStep(c *Context, id string, live bool) {
 	r.reportDivergence(msg)
 }
 
-func (r *run) reportDivergence(msg string) {
+func (r *drive) reportDivergence(msg string) {
 	if r.rt.cfg.Divergence == DivergenceFail {
 		r.park(suspendPayload{On: fold.GateDiverged, Reason: msg})
 	}
@@ -119,7 +119,7 @@ func (s *idSet) add(id string) {
 }
 
 // endBlock feeds a finished root-level block to the detector.
-func (r *run) endBlock(b *idSet) {
+func (r *drive) endBlock(b *idSet) {
 	if r.div == nil {
 		return
 	}

@@ -25,7 +25,7 @@ func EffectContext(ctx context.Context) *effect.Context { return effect.FromCont
 
 // effectOf resolves what a task runs: its own Invoke, or the registered
 // effect of its tool id; in simulate mode its simulation.
-func (r *run) effectOf(t *Task) (effect.Func, error) {
+func (r *drive) effectOf(t *Task) (effect.Func, error) {
 	invoke := t.Invoke
 	if r.simulate && !t.ReadOnly {
 		if t.Simulate == nil {
@@ -55,15 +55,20 @@ func (r *run) effectOf(t *Task) (effect.Func, error) {
 // effectContext builds the attempt's effect.Context and its context: the
 // scope's, carrying the context itself and the idempotency key, bounded by
 // the step's timeout and Config.MaxEffectTime.
-func (r *run) effectContext(c *Context, t *Task, attempt int64) (*effect.Context, context.CancelFunc) {
-	var resources fold.Resources
-	var deadline int64
-	var hasDeadline bool
+func (r *drive) effectContext(c *Context, t *Task, attempt int64) (*effect.Context, context.CancelFunc) {
+	var (
+		resources   fold.Resources
+		deadline    int64
+		hasDeadline bool
+		who         identity
+		approver    any
+	)
 	c.state(func(s *fold.State) {
 		if s.Variables.Resources != nil {
 			resources = *s.Variables.Resources
 		}
 		deadline, hasDeadline = deadlineOf(*s)
+		who, approver = executionIdentity(s)
 	})
 	// Each attempt gets its own deadline: the step's timeout and the bound
 	// on every effect apply per attempt, the execution's deadline to all.
@@ -91,7 +96,7 @@ func (r *run) effectContext(c *Context, t *Task, attempt int64) (*effect.Context
 	}
 	base := effect.Context{ExecutionID: r.x.id, StepID: t.ID, ToolID: t.ToolID, Kind: kind, Attempt: attempt,
 		IdempotencyKey: effect.IdempotencyKey(r.x.id, t.ID, attempt), Resources: resources,
-		Principal: principalOf(r.ctx)}
+		Principal: who.principal, Tenant: who.tenant, Agent: who.agent, Approver: approver}
 	var ec *effect.Context
 	ec = effect.NewContext(ctx, base, effect.Hooks{
 		Emit: func(typ string, payload any) error { return r.effectEmit(c, ec, typ, payload) },
@@ -121,7 +126,7 @@ func effectTimeout(step, bound time.Duration) time.Duration {
 // effectEmit appends a fact from an effect (spec §5): validated like a
 // flow's emit, never stamped, and a DECISION_RECORDED id moved into the
 // step attempt's namespace so it can never answer the flow's ctx.Decide.
-func (r *run) effectEmit(c *Context, ec *effect.Context, typ string, payload any) error {
+func (r *drive) effectEmit(c *Context, ec *effect.Context, typ string, payload any) error {
 	raw, err := marshalPayload(payload)
 	if err != nil {
 		return &EmitRefusedError{EventType: typ, Reason: "payload has no JSON form: " + err.Error()}
@@ -137,7 +142,7 @@ func (r *run) effectEmit(c *Context, ec *effect.Context, typ string, payload any
 	if verr != nil {
 		return verr
 	}
-	_, err = r.j.commit(typ, raw, nil)
+	_, err = r.j.Commit(typ, raw, nil)
 	return err
 }
 
@@ -149,7 +154,7 @@ func namespacedDecision(ec *effect.Context, raw json.RawMessage) (json.RawMessag
 	if json.Unmarshal(raw, &p) != nil || json.Unmarshal(p["decisionId"], &id) != nil || id == "" {
 		return nil, &EmitRefusedError{EventType: event.DecisionRecorded, Reason: "payload must be an object with a decisionId"}
 	}
-	if strings.HasPrefix(id, "__loom_") {
+	if strings.HasPrefix(id, reservedPrefix) {
 		return nil, &EmitRefusedError{EventType: event.DecisionRecorded, Reason: "decision ids starting with __loom_ are reserved"}
 	}
 	p["decisionId"] = marshalJSON(fmt.Sprintf("effect:%s#%d:%s", ec.StepID, ec.Attempt, id))
@@ -160,15 +165,15 @@ func namespacedDecision(ec *effect.Context, raw json.RawMessage) (json.RawMessag
 // attempt's number. For a non-idempotent task the record is durable before
 // the next attempt runs, so a crash during it parks that attempt in doubt
 // (K9) under its own number and idempotency key.
-func (r *run) retrying(t *Task, attempt int64, cause error, delay time.Duration) (int64, error) {
+func (r *drive) retrying(t *Task, attempt int64, cause error, delay time.Duration) (int64, error) {
 	next := attempt + 1
 	payload := map[string]any{"stepId": t.ID, "attempt": next, "error": map[string]any{"message": cause.Error()},
 		"delayMs": delay.Milliseconds()}
-	if _, err := r.j.commit(event.StepRetrying, payload, nil); err != nil {
+	if _, err := r.j.Commit(event.StepRetrying, payload, nil); err != nil {
 		return 0, err
 	}
 	if t.NonIdempotent {
-		if err := r.j.barrier(context.Background()); err != nil {
+		if err := r.j.Barrier(context.Background()); err != nil {
 			return 0, err
 		}
 	}
@@ -177,13 +182,13 @@ func (r *run) retrying(t *Task, attempt int64, cause error, delay time.Duration)
 
 // authorizeEffect asks the K2 authorizer; a denial is recorded as
 // EFFECT_DENIED and returned as the step's failure.
-func (r *run) authorizeEffect(c *Context, ec *effect.Context, t *Task) error {
+func (r *drive) authorizeEffect(c *Context, ec *effect.Context, t *Task) error {
 	az := r.rt.cfg.EffectAuthorizer
 	if az == nil {
 		return nil
 	}
 	err := az.Authorize(ec.Ctx(), effect.Request{ToolID: toolOf(t), ExecutionID: r.x.id, FlowID: r.flow.ID,
-		StepID: t.ID, Principal: ec.Principal})
+		StepID: t.ID, Principal: ec.Principal, Tenant: ec.Tenant, Agent: ec.Agent, Approver: ec.Approver})
 	if err == nil {
 		return nil
 	}

@@ -37,7 +37,7 @@ func (c *Context) emit(eventType string, payload any) error {
 		return &EmitRefusedError{EventType: eventType, Reason: "payload has no JSON form: " + err.Error()}
 	}
 	raw = orNull(raw)
-	r := c.run
+	r := c.drive
 	var verr error
 	c.state(func(s *fold.State) { verr = validateUserspaceEmit(eventType, raw, s) })
 	if verr != nil {
@@ -72,7 +72,7 @@ func (c *Context) emit(eventType string, payload any) error {
 
 // validateUserspaceEmit enforces spec §5 on an emit from flow code.
 func validateUserspaceEmit(typ string, raw json.RawMessage, s *fold.State) error {
-	if !event.IsUserspaceEmittable(typ) || strings.HasPrefix(typ, "__loom_") {
+	if !event.IsUserspaceEmittable(typ) || strings.HasPrefix(typ, reservedPrefix) {
 		return &EmitRefusedError{EventType: typ, Reason: "kernel event types cannot be emitted by userspace"}
 	}
 	refuse := func(why string) error { return &EmitRefusedError{EventType: typ, Reason: why} }
@@ -126,7 +126,7 @@ func validateUserspaceDecision(raw json.RawMessage, s *fold.State) error {
 	if json.Unmarshal(raw, &p) != nil || p.DecisionID == "" {
 		return refuse("payload must be an object with a decisionId")
 	}
-	if strings.HasPrefix(p.DecisionID, "__loom_") || p.DecisionID == fold.ProtoKey {
+	if strings.HasPrefix(p.DecisionID, reservedPrefix) || p.DecisionID == fold.ProtoKey {
 		return refuse("decision ids starting with __loom_ are reserved")
 	}
 	if prev, ok := s.Variables.Decisions[p.DecisionID]; ok && !sameJSON(prev.Choice, orNull(p.Choice)) {

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
 )
 
 var (
@@ -22,7 +24,18 @@ var (
 	ErrReservedDecisionID = errors.New("loom: decision ids starting with __loom_ are reserved")
 	// ErrEmitRefused matches *EmitRefusedError.
 	ErrEmitRefused = errors.New("loom: emit refused")
+	// ErrFeatureDisabled refuses a syscall or call whose kernel.features
+	// flag is off.
+	ErrFeatureDisabled = errors.New("loom: kernel feature disabled")
+	// ErrLeaseLost is the journal failure of a drive whose lease another
+	// node took: the drive stops, and its writes are refused by the fence
+	// anyway.
+	ErrLeaseLost = errors.New("loom: lease lost to another node")
 )
+
+// reservedPrefix starts every id, gate and event type the kernel keeps for
+// itself: callers and flows may not use it.
+const reservedPrefix = "__loom_"
 
 // ResumeRefusedError is the ingress gate's refusal (spec §5). Nothing was
 // appended; the execution is unchanged and, if parked, still resumable.
@@ -95,21 +108,97 @@ func (e *ExecutionTerminatedError) Error() string {
 	return "loom: execution " + strconv.Quote(e.ExecutionID) + " terminated (" + string(e.Status) + ") without suspending"
 }
 
-// JournalError reports that a durable append failed. The run was aborted at
-// the next barrier; the log holds everything before Sequence.
-type JournalError struct {
+// JournalError reports that a durable append failed. The drive was aborted
+// at its next barrier; the log holds everything before Sequence, and the
+// execution stays as its log has it (running) for Recover.
+type JournalError = journal.Error
+
+// DriveAbortedError is what a waiter (WaitForCompletion, WaitForSuspend,
+// WaitForSettled) hears when the drive of this process it was following
+// stopped without an outcome: a journal failure (*JournalError, a full
+// disk, a fence), a lease another node took (ErrLeaseLost), or the runtime
+// closing. Nothing more was recorded; the execution stays as its log has
+// it, and Recover (on any node) re-drives it.
+type DriveAbortedError struct {
 	ExecutionID string
-	Sequence    int64
 	Err         error
 }
 
-func (e *JournalError) Error() string {
-	return "loom: journal of " + strconv.Quote(e.ExecutionID) + " failed at sequence " +
-		strconv.FormatInt(e.Sequence, 10) + ": " + e.Err.Error()
+func (e *DriveAbortedError) Error() string {
+	return "loom: the drive of " + strconv.Quote(e.ExecutionID) + " stopped without an outcome (" + e.Err.Error() +
+		"); the execution stays running in its log until Recover re-drives it"
 }
 
-// Unwrap exposes the store's error.
-func (e *JournalError) Unwrap() error { return e.Err }
+// Unwrap exposes why the drive stopped.
+func (e *DriveAbortedError) Unwrap() error { return e.Err }
+
+// ExecutionBusyError refuses a re-drive (or a gate transaction) of an
+// execution another node drives: its lease is live, or — before its first
+// heartbeat took one — it shows activity younger than a lease TTL. Nothing
+// was written: no event, no fence bump, no lease. Retry after ExpiresAt,
+// when the lease lapses unless its owner renews it. It also matches
+// *ResumeRefusedError with RefusedBusy under errors.As.
+type ExecutionBusyError struct {
+	ExecutionID string
+	Owner       string // the lease owner's node id; "" before any lease was taken
+	ExpiresAt   time.Time
+}
+
+func (e *ExecutionBusyError) Error() string {
+	owner := "node " + strconv.Quote(e.Owner)
+	if e.Owner == "" {
+		owner = "a node that has not taken its lease yet (recent activity)"
+	}
+	return "loom: execution " + strconv.Quote(e.ExecutionID) + " is driven by " + owner +
+		"; retry after " + e.ExpiresAt.UTC().Format(time.RFC3339Nano) + ", when its lease lapses unless renewed"
+}
+
+// As lets errors.As find the ingress gate's busy refusal in it.
+func (e *ExecutionBusyError) As(target any) bool {
+	rr, ok := target.(**ResumeRefusedError)
+	if ok {
+		*rr = &ResumeRefusedError{ExecutionID: e.ExecutionID, Reason: RefusedBusy, Detail: e.Error()}
+	}
+	return ok
+}
+
+// FlowCodeMismatchError refuses to drive an execution whose recorded code
+// pin (EXECUTION_STARTED.codeHash, or the last EXECUTION_MIGRATED's
+// toCodeHash) differs from the registered flow's fingerprint (K11): the
+// new code may replay the old log wrongly. Nothing was appended. Either
+// declare the recorded pin compatible (WithCompatibleFingerprints) once the
+// new code replays the old log, or move the execution with ResumeAs and
+// OntoFlow (optionally MigrateInput), which records EXECUTION_MIGRATED.
+type FlowCodeMismatchError struct {
+	ExecutionID string
+	FlowID      string
+	Recorded    string // the execution's code pin ("" when started unpinned)
+	Registered  string // the registered flow's CodeFingerprint
+}
+
+func (e *FlowCodeMismatchError) Error() string {
+	return "loom: execution " + strconv.Quote(e.ExecutionID) + " was recorded under code " + strconv.Quote(e.Recorded) +
+		" but flow " + strconv.Quote(e.FlowID) + " is registered with fingerprint " + strconv.Quote(e.Registered) +
+		": declare WithCompatibleFingerprints(" + strconv.Quote(e.Recorded) + ") if the new code replays the old log, " +
+		"or move it with ResumeAs(OntoFlow, MigrateInput)"
+}
+
+// StepReusedError fails a step or decision whose id this run already
+// issued with a different input: replay serves outcomes by id, so the
+// second call would silently get the first one's outcome. Give each
+// iteration its own id (Step.Iter(i), or a distinct decision id). Nothing
+// was appended.
+type StepReusedError struct {
+	ID   string
+	Kind string // "step" or "decision"
+}
+
+func (e *StepReusedError) Error() string {
+	if e.Kind == "decision" {
+		return "loom: decision id " + strconv.Quote(e.ID) + " was already decided in this run: use a distinct decision id per decision (e.g. append the loop index)"
+	}
+	return "loom: step id " + strconv.Quote(e.ID) + " was already issued in this run with another input: use step.Iter(i) (or a distinct id) for each iteration"
+}
 
 // TypedFailure is a step failure on a declared error channel (spec §4.1).
 // Returned by a step on a channel its definition declares, it is recorded as
@@ -179,4 +268,23 @@ type FlowFailedError struct {
 
 func (e *FlowFailedError) Error() string {
 	return "loom: execution " + strconv.Quote(e.ExecutionID) + " failed: " + e.Message
+}
+
+// SendRefusedError refuses a message: the execution ended, or does not
+// exist. Nothing was appended.
+type SendRefusedError struct {
+	ExecutionID string
+	Reason      string
+}
+
+func (e *SendRefusedError) Error() string {
+	return "loom: message to " + strconv.Quote(e.ExecutionID) + " refused: " + e.Reason
+}
+
+// SimulationRefusedError fails a step with side effects and no simulation
+// in simulate mode: a simulated branch never acts for real.
+type SimulationRefusedError struct{ StepID string }
+
+func (e *SimulationRefusedError) Error() string {
+	return "loom: step " + strconv.Quote(e.StepID) + " has side effects and no simulation"
 }

@@ -19,7 +19,11 @@ const MaxTypedFailureBytes = 16 << 10
 // Execute is the durable primitive (spec §2): served from the log when the
 // task's id completed — or failed on a declared channel, rethrown as the
 // recorded *TypedFailure — and otherwise run through its effect and
-// recorded. The effect never runs again once its outcome is in the log.
+// recorded. A completed or typed-failed effect never runs again once its
+// outcome is in the log; an untyped failure is not an outcome replay
+// serves, so a later run (or a later call in this run) runs it again as a
+// new attempt. Calling an id this run already issued with another input
+// fails with *StepReusedError (use Step.Iter in loops).
 func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 	c.checkpoint()
 	if t == nil || t.Invoke == nil && t.ToolID == "" {
@@ -32,7 +36,10 @@ func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loom: step %q: encoding input: %w", t.ID, err)
 	}
-	r := c.run
+	r := c.drive
+	if err := r.reissue(t.ID, false, in); err != nil {
+		return nil, err
+	}
 	var fr fold.Frame
 	var exists bool
 	var verdict *fold.Decision
@@ -80,7 +87,7 @@ func nextAttempt(fr fold.Frame, exists bool) int64 {
 
 // runLive records STEP_STARTED, runs the effect through the boundary and
 // records its outcome.
-func (r *run) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) (json.RawMessage, error) {
+func (r *drive) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) (json.RawMessage, error) {
 	fn, err := r.effectOf(t)
 	if err != nil {
 		return nil, err
@@ -127,7 +134,7 @@ func (r *run) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) (j
 }
 
 // stepDurability waits for the step's outcome in StepDurable mode.
-func (r *run) stepDurability() {
+func (r *drive) stepDurability() {
 	if r.rt.cfg.Durability == StepDurable {
 		r.barrier()
 	}
@@ -136,7 +143,7 @@ func (r *run) stepDurability() {
 // failurePayload builds STEP_FAILED. A TypedFailure on a declared channel
 // whose payload validates and fits the cap is recorded typed; anything else
 // degrades loudly (a warning and a "degraded" note) to untyped.
-func (r *run) failurePayload(t *Task, err error) (*TypedFailure, map[string]any) {
+func (r *drive) failurePayload(t *Task, err error) (*TypedFailure, map[string]any) {
 	p := map[string]any{"stepId": t.ID, "error": map[string]any{"message": err.Error()}}
 	tf, ok := asTypedFailure(err)
 	if !ok {
@@ -179,14 +186,6 @@ func orNull(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return raw
-}
-
-// SimulationRefusedError fails a step with side effects and no simulation
-// in simulate mode: a simulated branch never acts for real.
-type SimulationRefusedError struct{ StepID string }
-
-func (e *SimulationRefusedError) Error() string {
-	return "loom: step " + strconv.Quote(e.StepID) + " has side effects and no simulation"
 }
 
 // Run is the step-shaped alias of Execute for a closure: a step with id and

@@ -3,8 +3,10 @@ package loom
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/internal/schema"
 )
 
@@ -23,6 +25,11 @@ type Flow struct {
 	// CodeFingerprint, when set, is recorded as codeHash at start (K11, ADR
 	// 0113); bump it when the body's step sequence changes.
 	CodeFingerprint string
+	// CompatibleFingerprints are earlier code pins this code still replays
+	// correctly: an execution recorded under one of them is driven instead
+	// of refused with *FlowCodeMismatchError. "" names executions started
+	// with no fingerprint.
+	CompatibleFingerprints []string
 
 	resume map[string]*schema.Schema
 }
@@ -43,6 +50,16 @@ func WithResumeSchema(gate, jsonSchema string) FlowOption {
 // WithCodeFingerprint records fp as the flow's codeHash at start.
 func WithCodeFingerprint(fp string) FlowOption {
 	return func(f *Flow) { f.CodeFingerprint = fp }
+}
+
+// WithCompatibleFingerprints declares earlier code pins this flow's code
+// still replays correctly (K11), so executions recorded under them resume,
+// recover and wake under it. Declare one only once the new code issues the
+// same steps, decisions and gates as the old for every recorded log — the
+// golden-history test of your flows is where to prove it. Use "" for
+// executions started before the flow had a fingerprint.
+func WithCompatibleFingerprints(fps ...string) FlowOption {
+	return func(f *Flow) { f.CompatibleFingerprints = append(f.CompatibleFingerprints, fps...) }
 }
 
 // NewFlow defines a typed flow. The input is decoded from the recorded input
@@ -85,4 +102,15 @@ func (f *Flow) compile() error {
 // flowHash identifies the flow definition a start ran (K11).
 func (f *Flow) flowHash() string {
 	return event.SHA256([]byte(f.ID + "\n" + f.CodeFingerprint))
+}
+
+// checkCodePin refuses to drive an execution of st under flow when its
+// recorded code pin is neither the flow's fingerprint nor one the flow
+// declares compatible (K11). It reads nothing but its arguments.
+func checkCodePin(id string, st fold.State, flow *Flow) error {
+	recorded := st.Variables.CodeHash
+	if recorded == flow.CodeFingerprint || slices.Contains(flow.CompatibleFingerprints, recorded) {
+		return nil
+	}
+	return &FlowCodeMismatchError{ExecutionID: id, FlowID: flow.ID, Recorded: recorded, Registered: flow.CodeFingerprint}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store"
 )
@@ -14,7 +13,7 @@ import (
 // ForkMarker is the type of the kernel-stamped event a fork appends after
 // the copied prefix: inert for the fold, its metadata.forkChain records the
 // lineage (folded into _forkChain) and whether the branch is a simulation.
-const ForkMarker = "__loom_fork__"
+const ForkMarker = reservedPrefix + "fork__"
 
 // ForkOption configures Fork.
 type ForkOption func(*forkOptions)
@@ -69,54 +68,58 @@ func (rt *Runtime) Fork(ctx context.Context, id string, at int64, opts ...ForkOp
 	if newID == "" {
 		newID = rt.cfg.NewID()
 	}
-	if err := event.ValidateID("execution id", newID); err != nil {
+	if err := validateNewID(newID); err != nil {
+		return "", err
+	}
+	if err := checkCodePin(id, src, flow); err != nil {
 		return "", err
 	}
 	if err := rt.authorize(ctx, "start", newID, flow.ID, false); err != nil {
 		return "", err
 	}
-	x, err := rt.claim(newID, flow)
+	chain, err := parentChain(src)
 	if err != nil {
-		if errors.Is(err, errBusy) {
-			return "", fmt.Errorf("%w: %q", ErrExecutionExists, newID)
-		}
 		return "", err
 	}
-	if err := rt.copyPrefix(ctx, id, newID, at); err != nil {
-		rt.release(x)
-		if errors.Is(err, store.ErrSequenceConflict) {
-			return "", fmt.Errorf("%w: %q", ErrExecutionExists, newID)
-		}
+	chain = append(chain, forkLink{ExecutionID: id, Sequence: at, Simulate: o.simulate})
+	forkedBy, err := json.Marshal(principalOf(ctx))
+	if err != nil {
+		return "", fmt.Errorf("loom: encoding the principal: %w", err)
+	}
+	var final fold.State
+	err = rt.transact(ctx, newID, txSpec{
+		create: true, flow: flow, initial: src,
+		admit: func(ctx context.Context, tx *txn) error {
+			tx.simulate = o.simulate
+			if err := rt.copyPrefix(ctx, id, newID, at); err != nil {
+				if errors.Is(err, store.ErrSequenceConflict) {
+					return fmt.Errorf("%w: %q", ErrExecutionExists, newID)
+				}
+				return err
+			}
+			if rt.cfg.Features.Inbox {
+				return rt.copyInbox(ctx, id, src, newID)
+			}
+			return nil
+		},
+		commit: func(ctx context.Context, tx *txn) (bool, error) {
+			meta := map[string]json.RawMessage{"kernel": json.RawMessage("true"), "forkChain": marshalJSON(chain),
+				"forkedBy": forkedBy}
+			if _, err := tx.j.Commit(ForkMarker, map[string]any{"parent": id, "at": at}, meta); err != nil {
+				return false, err
+			}
+			st := tx.j.State()
+			return st.Status == fold.StatusRunning || st.Status == fold.StatusPending, nil
+		},
+		durable: func(ctx context.Context, tx *txn) {
+			final = tx.j.State()
+			rt.saveSnapshot(newID, final)
+		},
+	})
+	if err != nil {
 		return "", err
 	}
-	if rt.cfg.Features.Inbox {
-		if err := rt.copyInbox(ctx, id, src, newID); err != nil {
-			rt.release(x)
-			return "", err
-		}
-	}
-	chain := append(parentChain(src), forkLink{ExecutionID: id, Sequence: at, Simulate: o.simulate})
-	j := rt.newJournal(newID, flow.ID, src)
-	meta := map[string]json.RawMessage{"kernel": json.RawMessage("true"), "forkChain": marshalJSON(chain),
-		"forkedBy": marshalJSON(principalOf(ctx))}
-	if _, err := j.commit(ForkMarker, map[string]any{"parent": id, "at": at}, meta); err != nil {
-		rt.release(x)
-		return "", err
-	}
-	if err := j.barrier(ctx); err != nil {
-		rt.release(x)
-		return "", err
-	}
-	st := j.state()
-	rt.saveSnapshot(newID, st)
-	if st.Status == fold.StatusRunning || st.Status == fold.StatusPending {
-		j.meta = driveMeta(st, o.simulate)
-		rt.drive(x, j, o.simulate)
-		return newID, nil
-	}
-	j.settle()
-	rt.release(x)
-	if st.Variables.SuspendedOn != nil && st.Variables.SuspendedOn.On == gateSelect {
+	if awaitsMessage(final) {
 		rt.deliver(ctx, newID) // the fork point may sit between a message and its wake-up
 	}
 	return newID, nil
@@ -136,18 +139,24 @@ func (rt *Runtime) copyPrefix(ctx context.Context, from, to string, through int6
 	return rt.cfg.Events.Append(ctx, to, 0, evs)
 }
 
-func parentChain(s fold.State) []forkLink {
+// parentChain is the execution's fork lineage, as the kernel-stamped fork
+// markers recorded it.
+func parentChain(s fold.State) ([]forkLink, error) {
 	var chain []forkLink
 	if len(s.Variables.ForkChain) > 0 {
-		_ = json.Unmarshal(s.Variables.ForkChain, &chain)
+		if err := json.Unmarshal(s.Variables.ForkChain, &chain); err != nil {
+			return nil, fmt.Errorf("loom: the recorded fork lineage is unreadable: %w", err)
+		}
 	}
-	return chain
+	return chain, nil
 }
 
 // forkSimulated reports whether the execution is a simulated fork.
+// An unreadable lineage counts as a simulation: nothing acts for real on
+// a log whose origin the kernel cannot tell.
 func forkSimulated(s fold.State) bool {
-	chain := parentChain(s)
-	return len(chain) > 0 && chain[len(chain)-1].Simulate
+	chain, err := parentChain(s)
+	return err != nil || len(chain) > 0 && chain[len(chain)-1].Simulate
 }
 
 // driveMeta is the metadata the kernel stamps on a drive's events: a

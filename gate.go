@@ -8,6 +8,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/internal/schema"
 )
 
@@ -48,7 +49,7 @@ func kernelNamespace(id string, ev ResumeEvent) error {
 	if t == event.TimerFired || t == event.ExecutionRecovered || t == fold.GateDiverged {
 		return nil
 	}
-	if event.IsKnown(t) || strings.HasPrefix(t, "__loom_") {
+	if event.IsKnown(t) || strings.HasPrefix(t, reservedPrefix) {
 		return &ResumeRefusedError{ExecutionID: id, Reason: RefusedKernelEventType,
 			Detail: "a resume cannot carry a kernel event type"}
 	}
@@ -189,9 +190,9 @@ func answerEvents(ev ResumeEvent, principal json.RawMessage, a admission) []pend
 }
 
 // commitAll commits events in order through j.
-func commitAll(j *journal, evs []pendingEvent) error {
+func commitAll(j *journal.Journal, evs []pendingEvent) error {
 	for _, e := range evs {
-		if _, err := j.commit(e.typ, e.payload, e.meta); err != nil {
+		if _, err := j.Commit(e.typ, e.payload, e.meta); err != nil {
 			return err
 		}
 	}

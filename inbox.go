@@ -11,6 +11,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -23,7 +24,14 @@ import (
 // is never rewritten. A chain (continue-as-new) shares its streams.
 
 // messageType is the event type of a message in an inbox stream.
-const messageType = "__loom_message__"
+const messageType = reservedPrefix + "message__"
+
+// inboxWorkflow is the workflow id of the inbox streams, and inboxPrefix
+// starts their execution ids.
+const (
+	inboxWorkflow = reservedPrefix + "inbox__"
+	inboxPrefix   = inboxWorkflow + ":"
+)
 
 // MaxMessageBytes caps a message payload.
 const MaxMessageBytes = 1 << 20
@@ -31,7 +39,7 @@ const MaxMessageBytes = 1 << 20
 // streamID names the inbox stream of topic for chain: length-prefixed, so
 // no pair of (chain, topic) collides.
 func streamID(chain, topic string) string {
-	return "__loom_inbox__:" + strconv.Itoa(len(chain)) + ":" + chain + ":" + topic
+	return inboxPrefix + strconv.Itoa(len(chain)) + ":" + chain + ":" + topic
 }
 
 // chainOf is the id an execution's inbox streams are keyed by: its chain's
@@ -100,17 +108,6 @@ func consumedPayload(w waitSpec, m message) map[string]any {
 	return map[string]any{"topic": w.Topic, "messageId": m.ID, "position": m.Seq, "waitId": w.WaitID, "payload": m.Payload}
 }
 
-// SendRefusedError refuses a message: the execution ended, or does not
-// exist. Nothing was appended.
-type SendRefusedError struct {
-	ExecutionID string
-	Reason      string
-}
-
-func (e *SendRefusedError) Error() string {
-	return "loom: message to " + strconv.Quote(e.ExecutionID) + " refused: " + e.Reason
-}
-
 // Send appends payload to the inbox topic of an execution and returns once
 // it is durable; a parked execution waiting on topic is then woken. A
 // message to an execution that continued as new goes to its chain's live
@@ -141,7 +138,7 @@ func (rt *Runtime) Send(ctx context.Context, id, topic string, payload any) erro
 		return err
 	}
 	stream := streamID(chainOf(head, st), topic)
-	env := event.Envelope{ID: rt.cfg.NewID(), WorkflowID: "__loom_inbox__", ExecutionID: stream, Type: messageType,
+	env := event.Envelope{ID: rt.cfg.NewID(), WorkflowID: inboxWorkflow, ExecutionID: stream, Type: messageType,
 		Timestamp: rt.cfg.Clock.Now().UnixMilli(), Payload: orNull(raw)}
 	if err := rt.appendMessage(ctx, stream, env); err != nil {
 		return err
@@ -172,22 +169,37 @@ func (rt *Runtime) chainHead(ctx context.Context, id string) (string, fold.State
 // maxChainHops bounds the links Send follows in one call.
 const maxChainHops = 64
 
-// streamLengths caches inbox stream lengths, so a send costs one append.
+// streamLengths caches inbox stream lengths, so a send usually costs one
+// append. The cache is only a hint: a conflicting append says where the
+// stream really ends, and no lock is held across a store call.
 type streamLengths struct {
 	mu sync.Mutex
 	n  map[string]int64
 }
 
+func (l *streamLengths) get(stream string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[stream]
+}
+
+func (l *streamLengths) advance(stream string, next int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n = map[string]int64{}
+	}
+	l.n[stream] = max(l.n[stream], next)
+}
+
+// maxSendAttempts bounds the conflicts one Send rides out.
+const maxSendAttempts = 100
+
 // appendMessage appends env at the end of stream, finding the end again
 // after a conflict with another sender.
 func (rt *Runtime) appendMessage(ctx context.Context, stream string, env event.Envelope) error {
-	rt.streams.mu.Lock()
-	defer rt.streams.mu.Unlock()
-	if rt.streams.n == nil {
-		rt.streams.n = map[string]int64{}
-	}
-	next := rt.streams.n[stream]
-	for attempt := 0; attempt < 100; attempt++ {
+	next := rt.streams.get(stream)
+	for range maxSendAttempts {
 		env.Sequence = next
 		err := rt.cfg.Events.Append(ctx, stream, next, []event.Envelope{env})
 		var conflict *store.SequenceConflictError
@@ -196,11 +208,11 @@ func (rt *Runtime) appendMessage(ctx context.Context, stream string, env event.E
 			continue
 		}
 		if err == nil {
-			rt.streams.n[stream] = next + 1
+			rt.streams.advance(stream, next+1)
 		}
 		return err
 	}
-	return fmt.Errorf("loom: inbox stream %q: too many concurrent senders", stream)
+	return fmt.Errorf("loom: inbox stream %q: more than %d concurrent senders in a row; retry the send", stream, maxSendAttempts)
 }
 
 // deliver wakes an execution parked on a message wait whose message is
@@ -210,41 +222,52 @@ func (rt *Runtime) appendMessage(ctx context.Context, stream string, env event.E
 // durable.
 func (rt *Runtime) deliver(ctx context.Context, id string) {
 	if sp := rt.takeSticky(id); sp != nil {
-		if sp.r.deliverPending(sp.r.j.state()) {
+		if sp.r.deliverPending(sp.r.j.State()) {
 			sp.wake <- true
 			return
 		}
 		rt.reregisterSticky(sp)
 		return
 	}
-	x, l, err := rt.claimLoaded(ctx, id) // waits for a drive that is parking
-	if err != nil {
-		return // running: it takes its messages itself, or re-checks when it parks
+	err := rt.transact(ctx, id, txSpec{
+		pin: true,
+		admit: func(ctx context.Context, tx *txn) error {
+			if !awaitsMessage(tx.state) {
+				return errNothingToDeliver
+			}
+			return nil
+		},
+		commit: func(ctx context.Context, tx *txn) (bool, error) {
+			delivered, err := rt.commitPending(ctx, tx.j, tx.state)
+			return delivered, err
+		},
+		durable: func(ctx context.Context, tx *txn) {
+			rt.afterAnswer(ctx, id, tx.state, ResumeEvent{EventType: messageType})
+		},
+	})
+	if err != nil && !errors.Is(err, errNothingToDeliver) && !isRefusal(err) && ctx.Err() == nil {
+		// Best effort: the message is durable, and Recover delivers it.
+		rt.cfg.Logger.Warn("loom: message not delivered now; Recover delivers it", "execution", id, "error", err)
 	}
-	j := rt.newJournal(id, l.workflowID, l.state)
-	if err := rt.takeOver(ctx, j); err != nil {
-		rt.release(x)
-		return
-	}
-	j.meta = driveMeta(l.state, false)
-	delivered, err := rt.commitPending(ctx, j, l.state)
-	if err != nil || !delivered {
-		j.settle()
-		rt.release(x)
-		return
-	}
-	rt.afterAnswer(ctx, id, l.state, ResumeEvent{EventType: messageType})
-	rt.drive(x, j, forkSimulated(l.state))
+}
+
+// errNothingToDeliver ends a delivery transaction with nothing to do.
+var errNothingToDeliver = errors.New("loom: no message wait to answer")
+
+// awaitsMessage says whether the execution is parked on a select.
+func awaitsMessage(st fold.State) bool {
+	return st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil && st.Variables.SuspendedOn.On == gateSelect
 }
 
 // deliverPending consumes, through the run's own journal, a message that
 // answers one of its park's waits; it reports whether it did.
-func (r *run) deliverPending(st fold.State) bool {
+func (r *drive) deliverPending(st fold.State) bool {
 	delivered, err := r.rt.commitPending(r.ctx, r.j, st)
 	if err != nil {
 		r.abort(err)
 	}
 	if delivered {
+		r.barrier()
 		r.rt.afterAnswer(r.ctx, r.x.id, st, ResumeEvent{EventType: messageType})
 	}
 	return delivered
@@ -252,8 +275,8 @@ func (r *run) deliverPending(st fold.State) bool {
 
 // commitPending records MESSAGE_CONSUMED and the wait-addressed resume for
 // the first message wait of the park whose message has arrived.
-func (rt *Runtime) commitPending(ctx context.Context, j *journal, st fold.State) (bool, error) {
-	if st.Status != fold.StatusSuspended || st.Variables.SuspendedOn == nil || st.Variables.SuspendedOn.On != gateSelect {
+func (rt *Runtime) commitPending(ctx context.Context, j *journal.Journal, st fold.State) (bool, error) {
+	if !awaitsMessage(st) {
 		return false, nil
 	}
 	waits := parkWaits(st)
@@ -262,17 +285,14 @@ func (rt *Runtime) commitPending(ctx context.Context, j *journal, st fold.State)
 		// a fork between them): only the resume is missing.
 		if answered(st, w.WaitID) {
 			wake := pendingEvent{typ: event.ExecutionResumed, payload: map[string]any{"eventType": messageType, "waitId": w.WaitID}, meta: kernelStamp()}
-			if err := commitAll(j, []pendingEvent{wake}); err != nil {
-				return false, err
-			}
-			return true, j.barrier(ctx)
+			return true, commitAll(j, []pendingEvent{wake})
 		}
 	}
 	for _, w := range waits {
 		if w.Kind != waitMessage {
 			continue
 		}
-		m, ok, err := rt.nextMessage(ctx, j.executionID, st, w.Topic)
+		m, ok, err := rt.nextMessage(ctx, j.ExecutionID(), st, w.Topic)
 		if err != nil {
 			return false, err
 		}
@@ -283,10 +303,7 @@ func (rt *Runtime) commitPending(ctx context.Context, j *journal, st fold.State)
 			{typ: event.MessageConsumed, payload: consumedPayload(w, m), meta: kernelStamp()},
 			{typ: event.ExecutionResumed, payload: map[string]any{"eventType": messageType, "waitId": w.WaitID}, meta: kernelStamp()},
 		}
-		if err := commitAll(j, evs); err != nil {
-			return false, err
-		}
-		return true, j.barrier(ctx)
+		return true, commitAll(j, evs)
 	}
 	return false, nil
 }

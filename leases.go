@@ -13,16 +13,12 @@ import (
 
 // Heartbeat leases (architecture §5.5; ADR 0130 D11): with Config.Leases,
 // a node holds an execution's lease while it drives it and renews it every
-// LeaseTTL/3. A live lease vetoes another node's re-drive; an expired one is
+// Config.Heartbeat (default LeaseTTL/3). A live lease vetoes another node's re-drive; an expired one is
 // evidence the driver is gone, and Recover on any node takes the execution
 // over (EXECUTION_RECOVERED), its fence refusing the old driver's writes. A
 // parked execution holds no lease: any node may resume it. A fresh start
 // acquires its lease lazily, at the first heartbeat, so starting costs no
 // extra write; until then its recent activity vetoes a re-drive.
-
-// ErrLeaseLost is the journal failure of a drive whose lease another node
-// took: the drive stops, and its writes are refused by the fence anyway.
-var ErrLeaseLost = errors.New("loom: lease lost to another node")
 
 func (rt *Runtime) leaseTTL() int64 { return rt.cfg.LeaseTTL.Milliseconds() }
 
@@ -50,7 +46,7 @@ func (rt *Runtime) acquireLease(ctx context.Context, id string) error {
 	l, err := rt.cfg.Leases.Acquire(ctx, id, rt.cfg.NodeID, rt.cfg.Clock.Now().UnixMilli(), rt.leaseTTL())
 	var held *store.LeaseHeldError
 	if errors.As(err, &held) {
-		return &ResumeRefusedError{ExecutionID: id, Reason: RefusedBusy, Detail: "another node drives it: " + held.Owner}
+		return &ExecutionBusyError{ExecutionID: id, Owner: held.Owner, ExpiresAt: time.UnixMilli(held.ExpiresAt)}
 	}
 	if err != nil {
 		return err
@@ -108,8 +104,8 @@ func (rt *Runtime) releaseLeaseIf(id string, mine func() bool) {
 
 // RenewLeases is one heartbeat: it renews the lease of every execution this
 // node is running, acquiring it for fresh starts, and stops a drive whose
-// lease was taken. The background heartbeat calls it every LeaseTTL/3;
-// tests with a fake clock call it directly.
+// lease was taken. The background heartbeat calls it every
+// Config.Heartbeat; tests with a fake clock call it directly.
 func (rt *Runtime) RenewLeases(ctx context.Context) error {
 	if rt.cfg.Leases == nil {
 		return nil
@@ -117,17 +113,17 @@ func (rt *Runtime) RenewLeases(ctx context.Context) error {
 	rt.mu.Lock()
 	type driving struct {
 		id string
-		r  *run
+		r  *drive
 	}
 	var all []driving
 	for id, x := range rt.live { //loom:order-independent each lease renewed on its own
-		if x.run == nil {
+		if x.drive == nil {
 			continue
 		}
 		// A parking run keeps its lease renewed until the park is durable
 		// and releases it; a parked one holds none.
-		if _, held := rt.leases[id]; held || !x.run.isParked() {
-			all = append(all, driving{id, x.run})
+		if _, held := rt.leases[id]; held || !x.drive.isParked() {
+			all = append(all, driving{id, x.drive})
 		}
 	}
 	rt.mu.Unlock()
@@ -160,14 +156,14 @@ func (rt *Runtime) RenewLeases(ctx context.Context) error {
 // renewLease renews (or, for a fresh start, acquires) the lease of id for
 // its drive r, if r still drives id (unparked, or parking with its lease
 // not yet released), and stops r if the lease is another node's.
-func (rt *Runtime) renewLease(ctx context.Context, id string, r *run, now, ttl int64) error {
+func (rt *Runtime) renewLease(ctx context.Context, id string, r *drive, now, ttl int64) error {
 	lock := rt.leaseLocks.of(id)
 	lock.Lock()
 	defer lock.Unlock()
 	rt.mu.Lock()
 	x := rt.live[id]
 	l, has := rt.leases[id]
-	current := x != nil && x.run == r && (has || !r.isParked())
+	current := x != nil && x.drive == r && (has || !r.isParked())
 	rt.mu.Unlock()
 	if !current {
 		return nil // parked or ended since the listing: its lease is not the heartbeat's
@@ -180,7 +176,7 @@ func (rt *Runtime) renewLease(ctx context.Context, id string, r *run, now, ttl i
 	}
 	switch {
 	case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrLeaseHeld):
-		r.j.halt(ErrLeaseLost)
+		r.j.Halt(ErrLeaseLost)
 		r.root.stop.Store(true)
 		r.cancel()
 		return nil
@@ -194,10 +190,10 @@ func (rt *Runtime) renewLease(ctx context.Context, id string, r *run, now, ttl i
 // maxConcurrentRenewals bounds the lease writes one heartbeat has in flight.
 const maxConcurrentRenewals = 16
 
-// heartbeat renews leases every LeaseTTL/3 until the runtime closes.
+// heartbeat renews leases every Config.Heartbeat until the runtime closes.
 func (rt *Runtime) heartbeat() {
 	defer rt.wg.Done()
-	tick := time.NewTicker(rt.cfg.LeaseTTL / 3)
+	tick := time.NewTicker(rt.cfg.Heartbeat)
 	defer tick.Stop()
 	for {
 		select {
@@ -211,20 +207,28 @@ func (rt *Runtime) heartbeat() {
 	}
 }
 
-// abandoned says whether a running execution no process here drives looks
-// abandoned: no live lease, and (for a lease never taken) no activity for a
-// whole TTL.
-func (rt *Runtime) abandoned(ctx context.Context, id string, st fold.State) (bool, error) {
+// vetoRedrive refuses a re-drive of a running execution that another node
+// drives: its lease is live, or no lease was ever taken and the execution
+// shows activity younger than a TTL (a fresh start takes its lease at its
+// first heartbeat). Without Config.Leases nothing vetoes: one node is
+// assumed. It writes nothing.
+func (rt *Runtime) vetoRedrive(ctx context.Context, id string, st fold.State) error {
 	if rt.cfg.Leases == nil {
-		return true, nil
+		return nil
 	}
 	now := rt.cfg.Clock.Now().UnixMilli()
 	l, ok, err := rt.cfg.Leases.Get(ctx, id)
 	if err != nil {
-		return false, err
+		return err
 	}
-	if ok && l.Owner != "" {
-		return l.ExpiresAt <= now, nil
+	switch {
+	case ok && l.Owner != "":
+		if l.ExpiresAt > now && l.Owner != rt.cfg.NodeID {
+			return &ExecutionBusyError{ExecutionID: id, Owner: l.Owner, ExpiresAt: time.UnixMilli(l.ExpiresAt)}
+		}
+		return nil
+	case now-st.UpdatedAt < rt.leaseTTL():
+		return &ExecutionBusyError{ExecutionID: id, ExpiresAt: time.UnixMilli(st.UpdatedAt + rt.leaseTTL())}
 	}
-	return now-st.UpdatedAt >= rt.leaseTTL(), nil
+	return nil
 }

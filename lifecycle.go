@@ -2,11 +2,12 @@ package loom
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"unicode/utf8"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
 )
 
 // Cancel ends an execution with EXECUTION_CANCELLED (K8). A running drive
@@ -25,52 +26,55 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 	for {
 		if x := rt.liveExecution(id); x != nil {
 			rt.mu.Lock()
-			r := x.run
+			r := x.drive
+			changed := rt.changedChanLocked()
 			rt.mu.Unlock()
-			if r == nil || r.stopped() || r.j.ended() {
-				select {
-				case <-x.done:
-					continue
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+			if r != nil && !r.stopped() && !r.j.Ended() {
+				return r.cancelRun(ctx, payload)
 			}
-			return r.cancelRun(ctx, payload)
+			// Parking, ending, or claimed by a transaction: once it is
+			// released (or launched) look again.
+			select {
+			case <-x.done:
+			case <-changed:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
 		}
-		x, l, err := rt.claimLoaded(ctx, id)
-		if err != nil {
-			return err
+		err := rt.transact(ctx, id, txSpec{
+			admit: func(ctx context.Context, tx *txn) error {
+				if tx.state.Status.Terminal() {
+					return &ResumeRefusedError{ExecutionID: id, Reason: RefusedTerminal, Detail: "the execution has already ended"}
+				}
+				return nil
+			},
+			commit: func(ctx context.Context, tx *txn) (bool, error) {
+				_, err := tx.j.CommitTerminal(event.ExecutionCancelled, payload, nil)
+				return false, err
+			},
+		})
+		if rr := (*ResumeRefusedError)(nil); errors.As(err, &rr) && rr.Reason == RefusedNotSuspended {
+			continue // a drive of this process took it in between: cancel that one
 		}
-		defer rt.release(x)
-		if l.state.Status.Terminal() {
-			return &ResumeRefusedError{ExecutionID: id, Reason: RefusedTerminal, Detail: "the execution has already ended"}
-		}
-		j := rt.newJournal(id, l.workflowID, l.state)
-		defer j.settle()
-		if err := rt.takeOver(ctx, j); err != nil {
-			return err
-		}
-		if _, err := j.commitTerminal(event.ExecutionCancelled, payload, nil); err != nil {
-			return err
-		}
-		return j.barrier(ctx)
+		return err
 	}
 }
 
 // cancelRun cancels a live drive through its own journal (the sole writer).
-func (r *run) cancelRun(ctx context.Context, payload any) error {
+func (r *drive) cancelRun(ctx context.Context, payload any) error {
 	r.mu.Lock()
 	r.cancelled = true
 	r.mu.Unlock()
 	r.root.stop.Store(true)
 	r.cancel()
-	if _, err := r.j.commitTerminal(event.ExecutionCancelled, payload, nil); err != nil {
-		if err == errSealed {
+	if _, err := r.j.CommitTerminal(event.ExecutionCancelled, payload, nil); err != nil {
+		if errors.Is(err, journal.ErrSealed) {
 			return &ResumeRefusedError{ExecutionID: r.x.id, Reason: RefusedTerminal, Detail: "the execution ended first"}
 		}
 		return err
 	}
-	return r.j.barrier(ctx)
+	return r.j.Barrier(context.WithoutCancel(ctx))
 }
 
 // bounded cuts s to fold.MaxReasonBytes on a rune boundary.
@@ -92,99 +96,22 @@ func (rt *Runtime) recordDenial(ctx context.Context, id, action, reason string) 
 	payload := map[string]any{"action": action, "reason": bounded(reason)}
 	if x := rt.liveExecution(id); x != nil {
 		rt.mu.Lock()
-		r := x.run
+		r := x.drive
 		rt.mu.Unlock()
 		if r != nil {
-			if _, err := r.j.commit(event.ExecutionDenied, payload, nil); err == nil {
-				_ = r.j.barrier(ctx)
+			if _, err := r.j.Commit(event.ExecutionDenied, payload, nil); err == nil {
+				_ = r.j.Barrier(context.WithoutCancel(ctx))
 			}
 		}
 		return
 	}
-	l, err := rt.load(ctx, id)
-	if err != nil {
-		return
+	err := rt.transact(ctx, id, txSpec{
+		commit: func(ctx context.Context, tx *txn) (bool, error) {
+			_, err := tx.j.Commit(event.ExecutionDenied, payload, nil)
+			return false, err
+		},
+	})
+	if err != nil && !errors.Is(err, ErrExecutionNotFound) && !isRefusal(err) {
+		rt.cfg.Logger.Warn("loom: denial not recorded", "execution", id, "error", err)
 	}
-	x, err := rt.claim(id, rt.flows[l.workflowID])
-	if err != nil {
-		return
-	}
-	defer rt.release(x)
-	if l, err = rt.load(ctx, id); err != nil {
-		return
-	}
-	j := rt.newJournal(id, l.workflowID, l.state)
-	defer j.settle()
-	if err := rt.takeOver(ctx, j); err != nil {
-		return
-	}
-	if _, err := j.commit(event.ExecutionDenied, payload, nil); err == nil {
-		if err := j.barrier(ctx); err != nil {
-			rt.cfg.Logger.Warn("loom: denial not recorded", "execution", id, "error", err)
-		}
-	}
-}
-
-// Recover re-drives every execution a stopped process left running: each
-// gets EXECUTION_RECOVERED (never EXECUTION_RESUMED) and replays from its
-// log, so completed steps are served and only unfinished work runs. It also
-// starts the successor of a continued execution whose process stopped
-// before it could. It returns how many executions it re-drove or started.
-// Executions this process drives are skipped.
-func (rt *Runtime) Recover(ctx context.Context) (int, error) {
-	n, after := 0, ""
-	for {
-		page, err := rt.cfg.Events.ListExecutions(ctx, after, 256)
-		if err != nil {
-			return n, err
-		}
-		for _, info := range page.Executions {
-			if rt.liveExecution(info.ExecutionID) != nil {
-				continue
-			}
-			if _, ok := rt.flows[info.WorkflowID]; !ok {
-				continue
-			}
-			l, err := rt.load(ctx, info.ExecutionID)
-			if err != nil {
-				return n, err
-			}
-			if started, err := rt.recoverSuccessor(ctx, info.ExecutionID, rt.flows[info.WorkflowID], l.state); err != nil {
-				return n, err
-			} else if started {
-				n++
-				continue
-			}
-			if park := l.state.Variables.SuspendedOn; l.state.Status == fold.StatusSuspended && park != nil && park.On == gateSelect {
-				rt.deliver(ctx, info.ExecutionID) // a message that arrived while no process listened
-				continue
-			}
-			if s := l.state.Status; s != fold.StatusRunning && s != fold.StatusPending {
-				continue
-			}
-			if gone, err := rt.abandoned(ctx, info.ExecutionID, l.state); err != nil {
-				return n, err
-			} else if !gone {
-				continue // another node drives it: its lease (or its recent activity) says so
-			}
-			err = rt.Resume(ctx, info.ExecutionID, ResumeEvent{EventType: event.ExecutionRecovered})
-			switch {
-			case err == nil:
-				n++
-			case isRefusal(err):
-				// Someone else moved it since the listing: not ours.
-			default:
-				return n, fmt.Errorf("loom: recovering %q: %w", info.ExecutionID, err)
-			}
-		}
-		if page.Next == "" {
-			return n, nil
-		}
-		after = page.Next
-	}
-}
-
-func isRefusal(err error) bool {
-	_, ok := err.(*ResumeRefusedError)
-	return ok
 }

@@ -22,7 +22,7 @@ import (
 // run without changing the outcome.
 func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
 	c.checkpoint()
-	r := c.run
+	r := c.drive
 	var scopeID string
 	if r.rt.cfg.Features.Scopes {
 		scopeID = c.implicitID("scope")
@@ -89,7 +89,7 @@ func (c *Context) recordScope(id string, branches, failed int) {
 	if failed > 0 {
 		status = "failed"
 	}
-	c.run.commit(event.ParallelCompleted,
+	c.drive.commit(event.ParallelCompleted,
 		map[string]any{"scopeId": id, "status": status, "branches": branches, "failed": failed}, kernelStamp())
 }
 

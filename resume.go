@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
@@ -66,7 +65,10 @@ func (rt *Runtime) Resume(ctx context.Context, id string, ev ResumeEvent, opts .
 // resume is Resume past identity: the kernel's own resumes (a timer) start
 // here, since no caller stands behind them.
 func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, principal json.RawMessage, o resumeOptions) error {
-	for ev.EventType != event.ExecutionRecovered {
+	if ev.EventType == event.ExecutionRecovered {
+		return rt.redrive(ctx, id, "re-driven after its driver stopped", o.simulate)
+	}
+	for {
 		if handled, err := rt.resumeSticky(ctx, id, ev, principal, o.simulate); handled {
 			return err
 		}
@@ -74,35 +76,19 @@ func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, princi
 			break
 		}
 	}
-	x, l, err := rt.claimLoaded(ctx, id)
-	if err != nil {
-		return err
-	}
-	if ev.EventType == event.ExecutionRecovered {
-		return rt.redrive(x, l, o.simulate || forkSimulated(l.state))
-	}
-	a, err := rt.admit(id, l.state, x.flow, ev)
-	if err != nil {
-		rt.release(x)
-		return err
-	}
-	j := rt.newJournal(id, l.workflowID, l.state)
-	j.meta = driveMeta(l.state, o.simulate)
-	if err := rt.takeOver(ctx, j); err != nil {
-		rt.release(x)
-		return err
-	}
-	if err := commitAll(j, answerEvents(ev, principal, a)); err != nil {
-		rt.release(x)
-		return err
-	}
-	if err := j.barrier(ctx); err != nil {
-		rt.release(x)
-		return err
-	}
-	rt.afterAnswer(ctx, id, l.state, ev)
-	rt.drive(x, j, o.simulate || forkSimulated(l.state))
-	return nil
+	var a admission
+	return rt.transact(ctx, id, txSpec{
+		pin: true,
+		admit: func(ctx context.Context, tx *txn) (err error) {
+			tx.simulate = tx.simulate || o.simulate
+			a, err = rt.admit(id, tx.state, tx.x.flow, ev)
+			return err
+		},
+		commit: func(ctx context.Context, tx *txn) (bool, error) {
+			return true, commitAll(tx.j, answerEvents(ev, principal, a))
+		},
+		durable: func(ctx context.Context, tx *txn) { rt.afterAnswer(ctx, id, tx.state, ev) },
+	})
 }
 
 // claimLoaded claims an execution not driven by this process and loads it.
@@ -115,26 +101,24 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 		}
 		if x := rt.liveExecution(id); x != nil {
 			rt.mu.Lock()
-			r := x.run
-			changed := rt.stickyChangedChanLocked()
+			r := x.drive
+			changed := rt.changedChanLocked()
 			rt.mu.Unlock()
-			if r != nil && !r.stopped() && !r.j.ended() {
+			if r != nil && !r.stopped() && !r.j.Ended() {
 				return nil, loaded{}, &ResumeRefusedError{ExecutionID: id, Reason: RefusedNotSuspended,
 					Detail: "the execution is running; retry once it is parked"}
 			}
 			// A drive that is parking or ending, or a claim with no drive
-			// yet (a start): wait for it to end — or to park in place,
-			// which keeps the claim until the park is evicted above.
+			// yet (a start): wait for it to end, to be launched — or to
+			// park in place, which keeps the claim until the park is
+			// evicted above.
 			select {
 			case <-x.done:
-				continue
 			case <-changed:
-				continue
-			case <-time.After(10 * time.Millisecond): // a start's drive may just run on: look again
-				continue
 			case <-ctx.Done():
 				return nil, loaded{}, ctx.Err()
 			}
+			continue
 		}
 		l, err := rt.load(ctx, id)
 		if err != nil {
@@ -142,7 +126,7 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 		}
 		flow, ok := rt.flows[l.workflowID]
 		if !ok {
-			return nil, loaded{}, fmt.Errorf("%w: %q (execution %q)", ErrUnknownFlow, l.workflowID, id)
+			return nil, loaded{}, fmt.Errorf("execution %q: %w", id, rt.unknownFlow(l.workflowID))
 		}
 		x, err := rt.claim(id, flow)
 		if errors.Is(err, errBusy) {
@@ -153,37 +137,41 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 		}
 		// Under the claim, fold whatever another caller appended since.
 		tail, err := rt.cfg.Events.ReadFrom(ctx, id, l.state.Sequence+1)
+		if err == nil {
+			l.state, err = foldTail(id, l.state, tail)
+		}
 		if err != nil {
 			rt.release(x)
 			return nil, loaded{}, err
 		}
-		l.state = fold.FoldFrom(l.state, tail)
 		l.eventsRead += len(tail)
 		return x, l, nil
 	}
 }
 
-// redrive resumes a crashed execution: EXECUTION_RECOVERED, no gate answer.
-func (rt *Runtime) redrive(x *execution, l loaded, simulate bool) error {
-	if st := l.state.Status; st != fold.StatusRunning && st != fold.StatusPending {
-		rt.release(x)
-		return &ResumeRefusedError{ExecutionID: x.id, Reason: RefusedNotRecoverable,
-			Detail: "only a running execution with no driver can be recovered; it is " + string(st)}
+// redrive resumes a crashed execution: EXECUTION_RECOVERED, no gate
+// answer. Only a running (or pending) execution no live driver holds is
+// re-driven: another node's live lease refuses it with
+// *ExecutionBusyError, nothing written.
+func (rt *Runtime) redrive(ctx context.Context, id, reason string, simulate bool) error {
+	return rt.transact(ctx, id, txSpec{
+		redrive: true, pin: true,
+		admit: func(ctx context.Context, tx *txn) error {
+			tx.simulate = tx.simulate || simulate
+			return admitRedrive(id, tx.state)
+		},
+		commit: func(ctx context.Context, tx *txn) (bool, error) {
+			_, err := tx.j.Commit(event.ExecutionRecovered, map[string]any{"reason": reason}, nil)
+			return true, err
+		},
+	})
+}
+
+// admitRedrive refuses a re-drive of an execution that is not running.
+func admitRedrive(id string, st fold.State) error {
+	if s := st.Status; s != fold.StatusRunning && s != fold.StatusPending {
+		return &ResumeRefusedError{ExecutionID: id, Reason: RefusedNotRecoverable,
+			Detail: "only a running execution with no driver can be recovered; it is " + string(s)}
 	}
-	j := rt.newJournal(x.id, l.workflowID, l.state)
-	j.meta = driveMeta(l.state, simulate)
-	if err := rt.takeOver(context.Background(), j); err != nil {
-		rt.release(x)
-		return err
-	}
-	if _, err := j.commit(event.ExecutionRecovered, map[string]any{"reason": "re-driven after its driver stopped"}, nil); err != nil {
-		rt.release(x)
-		return err
-	}
-	if err := j.barrier(context.Background()); err != nil {
-		rt.release(x)
-		return err
-	}
-	rt.drive(x, j, simulate)
 	return nil
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/snapshot"
 	"github.com/loom-kernel/loom/store"
 )
@@ -31,7 +33,7 @@ type Runtime struct {
 	live        map[string]*execution // executions claimed by this process
 	sticky      map[string]*stickyPark
 	stickyOrder *list.List    // sticky park ids, oldest first
-	stickyWait  chan struct{} // closed when a park is (re)registered
+	changed     chan struct{} // closed at every change a claim waiter waits for (changedLocked)
 
 	timerHandlers map[string]TimerHandler
 	streams       streamLengths          // inbox stream lengths this process knows
@@ -42,14 +44,17 @@ type Runtime struct {
 // execution is an execution claimed by this process: at most one drive (or
 // one gate transaction) at a time.
 type execution struct {
-	id   string
-	flow *Flow
-	run  *run          // the current drive, nil while claimed without one
-	done chan struct{} // closed when the claim is released
+	id    string
+	flow  *Flow
+	drive *drive        // the current drive, nil while claimed without one
+	done  chan struct{} // closed when the claim is released
 	// final is the durable state a drive ended in (parked or ended);
 	// settled says it is set. Written before done is closed.
 	final   fold.State
 	settled bool
+	// abortErr is why the drive ended without settling (a journal failure,
+	// a lost lease, the runtime closing); written before done is closed.
+	abortErr error
 }
 
 // New builds a Runtime from cfg. It refuses a missing event store, a flow
@@ -87,17 +92,17 @@ func New(cfg Config) (*Runtime, error) {
 func (rt *Runtime) Close() error {
 	rt.mu.Lock()
 	rt.closed = true
-	var runs []*run
+	var runs []*drive
 	for _, x := range rt.live { //loom:order-independent each run is halted on its own
-		if x.run != nil {
-			runs = append(runs, x.run)
+		if x.drive != nil {
+			runs = append(runs, x.drive)
 		}
 	}
 	rt.mu.Unlock()
 	for _, r := range runs {
 		// Nothing more is recorded: no step outcome of a cancelled effect,
 		// no failure of the flow.
-		r.j.halt(ErrRuntimeClosed)
+		r.j.Halt(ErrRuntimeClosed)
 		r.root.stop.Store(true)
 	}
 	rt.cancel()
@@ -106,6 +111,8 @@ func (rt *Runtime) Close() error {
 }
 
 // claim reserves an execution id for this process, or says who holds it.
+// Every claim is released exactly once, by release: transact owns that for
+// every operation, and a drive releases the claim it was handed.
 func (rt *Runtime) claim(id string, flow *Flow) (*execution, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -156,7 +163,10 @@ func WithExecutionID(id string) StartOption { return func(o *startOptions) { o.i
 
 // Start begins an execution of flow flowID with input and returns its id
 // once EXECUTION_STARTED is durable; the flow then runs in the background.
-// Use WaitForCompletion or WaitForSuspend to observe it.
+// Use WaitForCompletion or WaitForSuspend to observe it. An unknown flow,
+// an invalid or reserved id and an input with no JSON form are refused
+// before anything is appended; a caller-chosen id already in use is
+// refused with ErrExecutionExists before anything runs.
 func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...StartOption) (string, error) {
 	var o startOptions
 	for _, opt := range opts {
@@ -164,17 +174,14 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 	}
 	flow, ok := rt.flows[flowID]
 	if !ok {
-		return "", fmt.Errorf("%w: %q", ErrUnknownFlow, flowID)
+		return "", rt.unknownFlow(flowID)
 	}
 	id := o.id
 	if id == "" {
 		id = rt.cfg.NewID()
 	}
-	if err := event.ValidateID("execution id", id); err != nil {
+	if err := validateNewID(id); err != nil {
 		return "", err
-	}
-	if strings.HasPrefix(id, "__loom_") {
-		return "", fmt.Errorf("loom: execution id %q: ids starting with __loom_ are reserved", id)
 	}
 	in, err := marshalPayload(input)
 	if err != nil {
@@ -185,7 +192,11 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 	}
 	started := map[string]any{"input": orNull(in)}
 	if p := principalOf(ctx); p != nil {
-		started["principal"] = p
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return "", fmt.Errorf("loom: encoding the principal: %w", err)
+		}
+		started["principal"] = json.RawMessage(raw)
 	}
 	var deadline *int64
 	if o.deadline != nil {
@@ -195,80 +206,74 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 	return id, rt.start(ctx, flow, id, started, deadline)
 }
 
+// validateNewID refuses an id a new execution (a start, a fork) may not
+// take: an invalid one, or one in the kernel's reserved namespace.
+func validateNewID(id string) error {
+	if err := event.ValidateID("execution id", id); err != nil {
+		return err
+	}
+	if strings.HasPrefix(id, reservedPrefix) {
+		return fmt.Errorf("loom: execution id %q: ids starting with %s are reserved for the kernel; choose another id", id, reservedPrefix)
+	}
+	return nil
+}
+
 // start records EXECUTION_STARTED (started, plus the flow's pins) durably
 // under id and drives the flow. A log that already exists is refused with
 // ErrExecutionExists before anything runs.
 func (rt *Runtime) start(ctx context.Context, flow *Flow, id string, started map[string]any, deadline *int64) error {
-	x, err := rt.claim(id, flow)
-	if errors.Is(err, errBusy) {
-		return fmt.Errorf("%w: %q", ErrExecutionExists, id)
-	}
-	if err != nil {
-		return err
-	}
 	started["flowHash"] = flow.flowHash()
 	if flow.CodeFingerprint != "" {
 		started["codeHash"] = flow.CodeFingerprint
 	}
-	j := rt.newJournal(id, flow.ID, fold.Initial())
-	if _, err := j.commit(event.ExecutionStarted, started, nil); err != nil {
-		rt.release(x)
-		return err
-	}
-	if deadline != nil {
-		if err := rt.recordDeadline(ctx, j, *deadline); err != nil {
-			rt.release(x)
-			return err
-		}
-	}
-	if err := j.barrier(ctx); err != nil {
-		rt.release(x)
-		if errors.Is(err, store.ErrSequenceConflict) {
-			return fmt.Errorf("%w: %q", ErrExecutionExists, id)
-		}
-		return err
-	}
-	rt.drive(x, j, false)
-	return nil
+	return rt.transact(ctx, id, txSpec{
+		create: true, flow: flow, initial: fold.Initial(),
+		admit: func(ctx context.Context, tx *txn) error {
+			if deadline == nil {
+				return nil
+			}
+			// The deadline's timer is stored before the start commits, so
+			// make sure it cannot land on another execution's id.
+			head, err := store.ReadRange(ctx, rt.cfg.Events, id, 0, 1)
+			if err != nil {
+				return err
+			}
+			if len(head) > 0 {
+				return fmt.Errorf("%w: %q", ErrExecutionExists, id)
+			}
+			return nil
+		},
+		commit: func(ctx context.Context, tx *txn) (bool, error) {
+			if _, err := tx.j.Commit(event.ExecutionStarted, started, nil); err != nil {
+				return false, err
+			}
+			if deadline != nil {
+				if err := rt.recordDeadline(ctx, tx.j, *deadline); err != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		},
+	})
 }
 
-func (rt *Runtime) newJournal(id, workflowID string, st fold.State) *journal {
-	j := newJournal(rt.cfg.Events, id, workflowID, st, func() int64 { return rt.cfg.Clock.Now().UnixMilli() }, rt.cfg.NewID)
-	if f, ok := rt.cfg.Events.(store.Fencer); ok && !rt.cfg.DisableFencing {
-		j.fencer = f
+// unknownFlow refuses a flow id that is not registered, naming those that are.
+func (rt *Runtime) unknownFlow(flowID string) error {
+	ids := make([]string, 0, len(rt.flows))
+	for id := range rt.flows { //loom:sorted below
+		ids = append(ids, id)
 	}
-	if rt.cfg.Snapshots != nil && rt.cfg.SnapshotEvery > 0 {
-		j.snapshotEvery = int64(rt.cfg.SnapshotEvery)
-		j.saveSnapshot = func(s fold.State) { rt.saveSnapshot(id, s) }
-	}
-	return j
+	sort.Strings(ids)
+	return fmt.Errorf("%w: %q (registered flows: %s)", ErrUnknownFlow, flowID, strings.Join(ids, ", "))
 }
 
-// takeOver makes j the execution's newest driver: it takes the lease (when
-// leases are wired; another node's live lease refuses it) and, with a
-// fencing store, the fence, so every driver before it is refused from now
-// on. A fresh start needs neither: its conditional append at sequence 0 is
-// the fence, and its lease comes with the first heartbeat.
-func (rt *Runtime) takeOver(ctx context.Context, j *journal) error {
-	if err := rt.acquireLease(ctx, j.executionID); err != nil {
-		return err
-	}
-	if j.fencer == nil {
-		return nil
-	}
-	token, err := j.fencer.AcquireFence(ctx, j.executionID)
-	if err != nil {
-		return err
-	}
-	j.token = token
-	return nil
-}
-
-// drive runs the flow over j in the background and releases x when done.
-func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
-	st := j.state()
+// launch runs the flow over j in the background and releases x when the
+// drive ends.
+func (rt *Runtime) launch(x *execution, j *journal.Journal, simulate bool) {
+	st := j.State()
 	ctx, cancel := context.WithCancel(rt.ctx)
-	r := &run{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate, root: &scope{ctx: ctx, cancel: cancel}, snapshotAt: -1}
+	r := &drive{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate,
+		root: &scope{ctx: ctx, cancel: cancel}, snapshotAt: -1, issued: map[string]issue{}}
 	if rt.cfg.Divergence != DivergenceOff && len(st.Frames) > 0 {
 		r.div = newDivergence(st)
 	}
@@ -279,26 +284,29 @@ func (rt *Runtime) drive(x *execution, j *journal, simulate bool) {
 	if rt.closed {
 		rt.mu.Unlock()
 		cancel()
+		x.abortErr = ErrRuntimeClosed
 		rt.release(x)
 		rt.cfg.Logger.Warn("loom: runtime closed before the drive started; the execution stays as its log has it", "execution", x.id)
 		return
 	}
-	x.run = r
+	x.drive = r
+	rt.changedLocked()
 	rt.wg.Add(1)
 	rt.mu.Unlock()
 	go func() {
 		defer rt.wg.Done()
-		o := r.execute(st.Variables.Input)
+		o := r.runBody(st.Variables.Input)
 		cancel()
 		if o.err == nil {
-			x.final, x.settled = j.state(), true
+			x.final, x.settled = j.State(), true
 			if o.status == fold.StatusSuspended && x.final.Sequence != r.snapshotAt {
 				rt.saveSnapshot(x.id, x.final)
 			}
 		} else {
+			x.abortErr = &DriveAbortedError{ExecutionID: x.id, Err: o.err}
 			rt.cfg.Logger.Warn("loom: drive aborted; the execution stays as its log has it", "execution", x.id, "error", o.err)
 		}
-		j.settle() // nothing this drive queued is written after Close returns
+		j.Settle() // nothing this drive queued is written after Close returns
 		rt.release(x)
 		switch {
 		case o.status == fold.StatusContinued:
@@ -343,7 +351,12 @@ func (rt *Runtime) authorize(ctx context.Context, action, id, flowID string, exi
 	return denied
 }
 
+// marshalJSON encodes a value the kernel built itself (ids, numbers,
+// lineage): it cannot fail, and a failure is a kernel bug.
 func marshalJSON(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("loom: encoding a kernel value: " + err.Error())
+	}
 	return b
 }

@@ -89,10 +89,10 @@ func (rt *Runtime) LoadState(ctx context.Context, id string) (fold.State, error)
 	}
 	if x := rt.liveExecution(id); x != nil {
 		rt.mu.Lock()
-		r := x.run
+		r := x.drive
 		rt.mu.Unlock()
 		if r != nil && !r.isParked() {
-			return r.j.state(), nil
+			return r.j.State(), nil
 		}
 	}
 	l, err := rt.load(ctx, id)
@@ -121,4 +121,15 @@ func (rt *Runtime) LoadStateAt(ctx context.Context, id string, at int64) (fold.S
 		return fold.State{}, fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
 	}
 	return fold.FoldFrom(base, evs), nil
+}
+
+// foldTail folds the events read after st, checking that they continue it
+// without a gap.
+func foldTail(id string, st fold.State, tail []event.Envelope) (fold.State, error) {
+	for i, e := range tail {
+		if want := st.Sequence + 1 + int64(i); e.Sequence != want {
+			return fold.State{}, fmt.Errorf("loom: log of %q: sequence %d where %d was expected: the log is corrupt or was read out of order", id, e.Sequence, want)
+		}
+	}
+	return fold.FoldFrom(st, tail), nil
 }

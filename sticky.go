@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
-	"time"
 
 	"github.com/loom-kernel/loom/event"
 )
@@ -22,7 +21,7 @@ import (
 
 // stickyPark is a flow blocked in Suspend, waiting for its answer.
 type stickyPark struct {
-	r    *run
+	r    *drive
 	wake chan bool // true: answered, go on; false: evicted, unwind
 	elem *list.Element
 }
@@ -42,7 +41,7 @@ func (rt *Runtime) stickyCap() int {
 
 // registerSticky makes r's park answerable in place, evicting the oldest
 // park beyond the bound.
-func (rt *Runtime) registerSticky(r *run) *stickyPark {
+func (rt *Runtime) registerSticky(r *drive) *stickyPark {
 	sp := &stickyPark{r: r, wake: make(chan bool, 1)}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -52,7 +51,7 @@ func (rt *Runtime) registerSticky(r *run) *stickyPark {
 	}
 	sp.elem = rt.stickyOrder.PushBack(r.x.id)
 	rt.sticky[r.x.id] = sp
-	rt.stickyChangedLocked()
+	rt.changedLocked()
 	for rt.stickyOrder.Len() > rt.stickyCap() {
 		oldest := rt.stickyOrder.Front()
 		victim := rt.sticky[oldest.Value.(string)]
@@ -80,6 +79,7 @@ func (rt *Runtime) takeSticky(id string) *stickyPark {
 func (rt *Runtime) dropStickyLocked(sp *stickyPark) {
 	rt.stickyOrder.Remove(sp.elem)
 	delete(rt.sticky, sp.r.x.id)
+	rt.changedLocked()
 }
 
 // evictSticky unwinds the sticky park of id, if any, and waits for its
@@ -101,7 +101,7 @@ func (rt *Runtime) evictSticky(ctx context.Context, id string) error {
 // parkSticky records the park like park does, then blocks until a Resume
 // (or a message delivery) answers it in place — the answer is then in the
 // folded state — or it is evicted, and unwinds.
-func (r *run) parkSticky(p suspendPayload) {
+func (r *drive) parkSticky(p suspendPayload) {
 	r.mu.Lock()
 	if r.parked || r.cancelled || r.abortErr != nil {
 		r.mu.Unlock()
@@ -115,7 +115,7 @@ func (r *run) parkSticky(p suspendPayload) {
 	r.commit(event.ExecutionSuspended, p, nil)
 	r.barrier()
 	r.rt.releaseParkedLease(sp) // parked: any node may resume it
-	st := r.j.state()
+	st := r.j.State()
 	r.rt.saveSnapshot(r.x.id, st)
 	r.snapshotAt = st.Sequence
 	// A message sent between the flow's look at its inbox and this park
@@ -124,9 +124,7 @@ func (r *run) parkSticky(p suspendPayload) {
 	// park always finds it (taken out, it was refused as running).
 	if p.On == gateSelect && r.rt.takeStickyIf(sp) {
 		if r.deliverPending(st) {
-			r.mu.Lock()
-			r.parked = false
-			r.mu.Unlock()
+			r.unpark()
 			return
 		}
 		r.rt.reregisterSticky(sp)
@@ -141,9 +139,18 @@ func (r *run) parkSticky(p suspendPayload) {
 		r.root.stop.Store(true)
 		runtime.Goexit()
 	}
+	r.unpark()
+}
+
+// unpark clears the drive's park once it was answered in place, and wakes
+// whoever waits for the park to settle.
+func (r *drive) unpark() {
 	r.mu.Lock()
 	r.parked = false
 	r.mu.Unlock()
+	r.rt.mu.Lock()
+	r.rt.changedLocked()
+	r.rt.mu.Unlock()
 }
 
 // resumeSticky answers a sticky park in place. handled is false when there
@@ -163,13 +170,13 @@ func (rt *Runtime) resumeSticky(ctx context.Context, id string, ev ResumeEvent, 
 			return true, ctx.Err()
 		}
 	}
-	if err := r.j.barrier(ctx); err != nil || simulate && !r.simulate {
+	if err := r.j.Barrier(ctx); err != nil || simulate && !r.simulate {
 		return evict()
 	}
 	if err := rt.acquireLease(ctx, id); err != nil {
 		return evict() // another node holds it: the store decides, not this memory
 	}
-	st := r.j.state()
+	st := r.j.State()
 	// Another process may have written to the log since this park.
 	if tail, err := rt.cfg.Events.ReadFrom(ctx, id, st.Sequence+1); err != nil || len(tail) > 0 {
 		return evict()
@@ -182,7 +189,7 @@ func (rt *Runtime) resumeSticky(ctx context.Context, id string, ev ResumeEvent, 
 	if err := commitAll(r.j, answerEvents(ev, principal, ans)); err != nil {
 		return evict()
 	}
-	if err := r.j.barrier(ctx); err != nil {
+	if err := r.j.Barrier(ctx); err != nil {
 		sp.wake <- false
 		return true, err
 	}
@@ -208,23 +215,26 @@ func (rt *Runtime) reregisterSticky(sp *stickyPark) {
 	defer rt.mu.Unlock()
 	sp.elem = rt.stickyOrder.PushBack(sp.r.x.id)
 	rt.sticky[sp.r.x.id] = sp
-	rt.stickyChangedLocked()
+	rt.changedLocked()
 }
 
-// stickyChangedLocked wakes callers waiting for a park to (re)appear.
-func (rt *Runtime) stickyChangedLocked() {
-	if rt.stickyWait != nil {
-		close(rt.stickyWait)
+// changedLocked wakes callers waiting for a claimed execution to move on:
+// a sticky park registered, taken or put back, a drive launched, a park
+// answered in place. Called with rt.mu held, after the change.
+func (rt *Runtime) changedLocked() {
+	if rt.changed != nil {
+		close(rt.changed)
 	}
-	rt.stickyWait = make(chan struct{})
+	rt.changed = make(chan struct{})
 }
 
-// stickyChangedChanLocked is closed at the next registry change.
-func (rt *Runtime) stickyChangedChanLocked() <-chan struct{} {
-	if rt.stickyWait == nil {
-		rt.stickyWait = make(chan struct{})
+// changedChanLocked is closed at the next change; take it under rt.mu
+// before looking at what may change.
+func (rt *Runtime) changedChanLocked() <-chan struct{} {
+	if rt.changed == nil {
+		rt.changed = make(chan struct{})
 	}
-	return rt.stickyWait
+	return rt.changed
 }
 
 // awaitStickyPark waits while this process's run of id may be about to
@@ -232,16 +242,17 @@ func (rt *Runtime) stickyChangedChanLocked() <-chan struct{} {
 // registry (being registered, or checked for a pending message, or answered
 // by a concurrent resume), or the execution is claimed with no drive yet (a
 // start or a gate transaction under way, whose drive may park sticky and
-// then hold the claim until it is answered). It reports whether it waited;
-// the caller then looks again.
+// then hold the claim until it is answered). It waits on the runtime's
+// change signal, never on a clock. It reports whether it waited; the caller
+// then looks again.
 func (rt *Runtime) awaitStickyPark(ctx context.Context, id string) bool {
 	rt.mu.Lock()
 	x := rt.live[id]
 	_, registered := rt.sticky[id]
-	changed := rt.stickyChangedChanLocked()
-	var r *run
+	changed := rt.changedChanLocked()
+	var r *drive
 	if x != nil {
-		r = x.run
+		r = x.drive
 	}
 	rt.mu.Unlock()
 	if x == nil || registered || r != nil && (r.stopped() || !r.isParked()) {
@@ -257,7 +268,6 @@ func (rt *Runtime) awaitStickyPark(ctx context.Context, id string) bool {
 	case <-runDone:
 	case <-ctx.Done():
 		return false
-	case <-time.After(10 * time.Millisecond): // the run may also move on without a registry change
 	}
 	return true
 }

@@ -85,7 +85,7 @@ func (c *Context) gateWait(p suspendPayload) (json.RawMessage, error) {
 // servePositional returns the next recorded gate answer of this run, if
 // the log holds one, and consumes it.
 func (c *Context) servePositional() (json.RawMessage, bool) {
-	r := c.run
+	r := c.drive
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	idx := r.gates
@@ -107,7 +107,7 @@ func (c *Context) servePositional() (json.RawMessage, bool) {
 // returns once it is answered (the answer is then in the folded state);
 // otherwise it unwinds.
 func (c *Context) wait(p suspendPayload) {
-	r := c.run
+	r := c.drive
 	if c.branch == "" && r.rt.stickyCap() > 0 {
 		r.parkSticky(p)
 		return
@@ -133,7 +133,7 @@ func validateGate(gate string) error {
 	if err := event.ValidateID("gate", gate); err != nil {
 		return err
 	}
-	if strings.HasPrefix(gate, "__loom_") {
+	if strings.HasPrefix(gate, reservedPrefix) {
 		return fmt.Errorf("loom: gate %q: names starting with __loom_ are reserved", gate)
 	}
 	if event.IsKnown(gate) {
@@ -145,7 +145,7 @@ func validateGate(gate string) error {
 // park records the suspension durably and unwinds the calling goroutine.
 // Only the first park of a run records; a sibling that parks after it just
 // stops.
-func (r *run) park(p suspendPayload) {
+func (r *drive) park(p suspendPayload) {
 	r.mu.Lock()
 	first := !r.parked && !r.cancelled && r.abortErr == nil
 	r.parked = r.parked || first

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -22,7 +23,7 @@ import (
 // refused and dropped, never answered twice.
 
 // gateSleep is the reserved gate a Sleep parks on: only a timer answers it.
-const gateSleep = "__loom_sleep__"
+const gateSleep = reservedPrefix + "sleep__"
 
 // parkTimerKey is the TimerStore key of an execution's park timer.
 func parkTimerKey(id string) string { return "park:" + id }
@@ -52,7 +53,7 @@ func (c *Context) recordedNow() int64 {
 
 // armTimer stores the park's timer before the park is committed, so no
 // durable timed park is ever without its timer.
-func (r *run) armTimer(p suspendPayload) {
+func (r *drive) armTimer(p suspendPayload) {
 	wakeAt := parkWakeAt(p)
 	if wakeAt == nil {
 		return
@@ -89,20 +90,20 @@ func (rt *Runtime) dropParkTimer(ctx context.Context, id string, wakeAt *int64) 
 }
 
 // deadlineID is the kernel decision recording an execution's deadline.
-const deadlineID = "__loom_deadline"
+const deadlineID = reservedPrefix + "deadline"
 
 // deadlineTimerKey is the TimerStore key of an execution's deadline.
 func deadlineTimerKey(id string) string { return "deadline:" + id }
 
 // recordDeadline records the execution's deadline (a kernel decision) and
 // stores its timer first, so the deadline is enforced across restarts.
-func (rt *Runtime) recordDeadline(ctx context.Context, j *journal, at int64) error {
+func (rt *Runtime) recordDeadline(ctx context.Context, j *journal.Journal, at int64) error {
 	if rt.cfg.Timers != nil {
-		if err := rt.cfg.Timers.Put(ctx, store.Timer{Key: deadlineTimerKey(j.executionID), ExecutionID: j.executionID, WakeAt: at}); err != nil {
+		if err := rt.cfg.Timers.Put(ctx, store.Timer{Key: deadlineTimerKey(j.ExecutionID()), ExecutionID: j.ExecutionID(), WakeAt: at}); err != nil {
 			return err
 		}
 	}
-	_, err := j.commit(event.DecisionRecorded, map[string]any{"decisionId": deadlineID, "choice": at}, kernelStamp())
+	_, err := j.Commit(event.DecisionRecorded, map[string]any{"decisionId": deadlineID, "choice": at}, kernelStamp())
 	return err
 }
 

@@ -17,10 +17,15 @@ type Request struct {
 	StepID      string
 	Tenant      string // on whose behalf; "" when the app is not multi-tenant
 	Agent       string // the agent running the flow; "" when none
-	// Principal is the caller's identity (loom.WithPrincipal). The
-	// authorizers of this package read its id (see PrincipalIdentity) and
-	// never put it in an error message.
+	// Principal is the identity the execution was started under
+	// (loom.WithPrincipal on Start, as recorded). The authorizers of this
+	// package read its id (see PrincipalIdentity) and never put it in an
+	// error message.
 	Principal any
+	// Approver is the principal a ResumeAuthenticator verified for the
+	// latest gate answer before this step, nil when none: a policy may
+	// require one.
+	Approver any
 }
 
 // Authorizer is the capability ring (K2): it decides whether one effect

@@ -33,9 +33,15 @@ type Context struct {
 	// Resources is the execution's metered consumption when the attempt
 	// started (spec §8): what admission control compares with a budget.
 	Resources fold.Resources
-	// Tenant and Principal identify on whose behalf the effect runs.
+	// Tenant, Principal and Agent identify on whose behalf the effect
+	// runs: the runtime fills them from the principal recorded when the
+	// execution started (see loom.Principal). Approver is the principal a
+	// ResumeAuthenticator verified for the latest gate answer before this
+	// attempt (nil when none).
 	Tenant    string
 	Principal any
+	Agent     string
+	Approver  any
 
 	hooks Hooks
 }

@@ -14,21 +14,38 @@ import (
 )
 
 // The pure core (spec §1 P2, DESIGN P1/P2, STYLE 2): folding a log must read
-// nothing but the log. The guarantee these tests give is about OUR code: no
-// package of the module that event or fold is built from imports an
-// ambient-input package, calls the wall clock, or ranges over a map without
-// saying why its order cannot leak. What the standard library does inside
-// (fmt imports os, time imports syscall) is its own business and is not
-// examined: a std package is a leaf here.
+// nothing but the log, and the rules that decide what may be appended
+// (the ingress gate, the divergence detector) nothing but their arguments.
+// The guarantee these tests give is about OUR code: no package of the
+// module that a pure package is built from imports an ambient-input
+// package, calls the wall clock, or ranges over a map without saying why
+// its order cannot leak. What the standard library does inside (fmt imports
+// os, time imports syscall) is its own business and is not examined: a std
+// package is a leaf here, and so is a reviewed third-party package.
 
-// purePackages are the pure-core directories. event must exist; fold is
-// checked as soon as its directory holds a non-test Go file.
+// purePackages are the pure-core directories. A required one must exist; an
+// optional one is checked as soon as its directory holds a non-test Go
+// file. forbid lists imports refused to that package itself (not to its
+// dependencies), beyond forbiddenImports.
 var purePackages = []struct {
 	dir      string
 	required bool
+	forbid   []string
 }{
-	{"event", true},
-	{"fold", false},
+	{"event", true, nil},
+	{"fold", false, nil},
+	// The gate and the detector take now as an argument and read no stream.
+	{"internal/admission", true, []string{"time", "io/..."}},
+	{"internal/divergence", true, []string{"time", "io/..."}},
+}
+
+// reviewedImports are the third-party packages a module package of the
+// pure closure may import, each with the review that admitted it. Like a
+// std package, a reviewed one is a leaf here.
+var reviewedImports = map[string]string{
+	"github.com/santhosh-tekuri/jsonschema/v6": "internal/schema (the resume schemas the gate applies) compiles with a loader that refuses every external $ref, so validating a payload reads no file and no network",
+	"golang.org/x/text/language":               "internal/schema names the English locale of the validator's messages; a constant table",
+	"golang.org/x/text/message":                "internal/schema prints the validator's messages in that locale; no catalog is loaded",
 }
 
 // forbiddenImports are ambient input (files, environment, network, process,
@@ -50,8 +67,12 @@ var forbiddenTimeFuncs = map[string]bool{
 // reason order cannot leak, on the line of the for or the line before.
 var orderMarkers = []string{"//loom:sorted", "//loom:order-independent"}
 
-func forbiddenImport(path string) bool {
-	for _, f := range forbiddenImports {
+func forbiddenImport(path string) bool { return matchesImport(path, forbiddenImports) }
+
+// matchesImport reports whether path is one of patterns, where a pattern
+// ending in "/..." also matches everything under it.
+func matchesImport(path string, patterns []string) bool {
+	for _, f := range patterns {
 		if root, ok := strings.CutSuffix(f, "/..."); ok {
 			if path == root || strings.HasPrefix(path, root+"/") {
 				return true
@@ -64,9 +85,11 @@ func forbiddenImport(path string) bool {
 }
 
 // importViolations checks the direct imports of every module package in
-// pkgs (a `go list -deps` closure): a forbidden package, or a dependency
-// that is neither the standard library nor the module, is reported.
-func importViolations(pkgs []goPackage) []string {
+// pkgs (a `go list -deps` closure): a forbidden package, one forbidden to
+// that package by own (import path -> patterns), or a dependency that is
+// neither the standard library, the module nor a reviewed import, is
+// reported.
+func importViolations(pkgs []goPackage, own map[string][]string) []string {
 	std := map[string]bool{}
 	for _, p := range pkgs {
 		std[p.ImportPath] = p.Standard
@@ -80,8 +103,10 @@ func importViolations(pkgs []goPackage) []string {
 			switch {
 			case forbiddenImport(imp):
 				out = append(out, p.ImportPath+" imports "+imp+" (ambient input or an escape hatch)")
-			case !std[imp] && !inModule(imp) && imp != "C":
-				out = append(out, p.ImportPath+" imports "+imp+" (neither the standard library nor the module: review it, then allow it here)")
+			case matchesImport(imp, own[p.ImportPath]):
+				out = append(out, p.ImportPath+" imports "+imp+" (forbidden to this package: take the value as an argument)")
+			case !std[imp] && !inModule(imp) && imp != "C" && reviewedImports[imp] == "":
+				out = append(out, p.ImportPath+" imports "+imp+" (neither the standard library nor the module: review it, then allow it in reviewedImports)")
 			}
 		}
 	}
@@ -197,9 +222,23 @@ func pureImportPaths(t *testing.T) []string {
 	return paths
 }
 
-// TestPureCoreForbiddenImports: no module package that event or fold is
+// ownForbids maps each pure package's import path to the imports refused
+// to it alone (purePackages' forbid).
+func ownForbids() map[string][]string {
+	own := map[string][]string{}
+	for _, p := range purePackages {
+		if len(p.forbid) > 0 {
+			own[modulePath+"/"+p.dir] = p.forbid
+		}
+	}
+	return own
+}
+
+// TestPureCoreForbiddenImports: no module package that a pure package is
 // built from imports ambient input (os, net, randomness, database/sql…),
-// unsafe or runtime, or a third-party package.
+// unsafe or runtime, or an unreviewed third-party package, and no pure
+// package imports what its own forbid list refuses it (the ingress gate and
+// the divergence detector: no time, no io).
 func TestPureCoreForbiddenImports(t *testing.T) {
 	paths := pureImportPaths(t)
 	pkgs := goList(t, "ImportPath,Imports,Standard,Error", append([]string{"-deps"}, paths...)...)
@@ -215,14 +254,14 @@ func TestPureCoreForbiddenImports(t *testing.T) {
 			t.Fatalf("go list -deps did not list %s", p)
 		}
 	}
-	for _, v := range importViolations(pkgs) {
+	for _, v := range importViolations(pkgs, ownForbids()) {
 		t.Error(v)
 	}
 }
 
-// TestPureCoreSource: the non-test source of event and fold never reads the
-// wall clock and never ranges over a map without saying why order cannot
-// leak (Go randomizes map order; DESIGN "Map order").
+// TestPureCoreSource: the non-test source of the pure packages never reads
+// the wall clock and never ranges over a map without saying why order
+// cannot leak (Go randomizes map order; DESIGN "Map order").
 func TestPureCoreSource(t *testing.T) {
 	paths := pureImportPaths(t)
 	fset := token.NewFileSet()
@@ -348,26 +387,60 @@ func f(m map[string]int, s set) (out []string) {
 
 // TestPureImportCheckCatchesAmbientImports proves the import check can fail
 // on a synthetic closure: module packages are judged by their direct
-// imports, std packages are leaves.
+// imports, std packages and reviewed third-party packages are leaves, and a
+// package's own forbid list binds that package only.
 func TestPureImportCheckCatchesAmbientImports(t *testing.T) {
+	const reviewed = "github.com/santhosh-tekuri/jsonschema/v6"
 	pkgs := []goPackage{
 		{ImportPath: "fmt", Standard: true, Imports: []string{"os", "reflect"}},
 		{ImportPath: "os", Standard: true, Imports: []string{"syscall"}},
+		{ImportPath: "io", Standard: true},
+		{ImportPath: "sort", Standard: true},
+		{ImportPath: "strings", Standard: true},
+		{ImportPath: "io/fs", Standard: true, Imports: []string{"time"}},
 		{ImportPath: "net/http", Standard: true},
 		{ImportPath: "math/rand/v2", Standard: true},
 		{ImportPath: "time", Standard: true, Imports: []string{"syscall"}},
 		{ImportPath: "example.org/lib", Imports: []string{"os"}},
-		{ImportPath: modulePath + "/event", Imports: []string{"fmt", "time"}},
+		{ImportPath: reviewed, Imports: []string{"os", "example.org/lib"}},
+		{ImportPath: modulePath + "/event", Imports: []string{"fmt", "time", "io"}},
 		{ImportPath: modulePath + "/internal/clock", Imports: []string{"os", "net/http"}},
+		{ImportPath: modulePath + "/internal/schema", Imports: []string{reviewed, "time"}},
+		{ImportPath: modulePath + "/internal/admission", Imports: []string{modulePath + "/internal/schema", "time", "io/fs", "strings"}},
+		{ImportPath: modulePath + "/internal/divergence", Imports: []string{"io", "sort"}},
 		{ImportPath: modulePath + "/fold", Imports: []string{modulePath + "/event", modulePath + "/internal/clock", "math/rand/v2", "example.org/lib"}},
+	}
+	own := map[string][]string{
+		modulePath + "/internal/admission":  {"time", "io/..."},
+		modulePath + "/internal/divergence": {"time", "io/..."},
 	}
 	want := []string{
 		modulePath + "/fold imports example.org/lib (neither",
 		modulePath + "/fold imports math/rand/v2 (ambient",
+		modulePath + "/internal/admission imports io/fs (forbidden to this package",
+		modulePath + "/internal/admission imports time (forbidden to this package",
 		modulePath + "/internal/clock imports net/http (ambient",
 		modulePath + "/internal/clock imports os (ambient",
+		modulePath + "/internal/divergence imports io (forbidden to this package",
 	}
-	assertProblems(t, importViolations(pkgs), want)
+	assertProblems(t, importViolations(pkgs, own), want)
+	if reviewedImports[reviewed] == "" {
+		t.Fatalf("the synthetic closure assumes %s is reviewed", reviewed)
+	}
+	for path, why := range reviewedImports { //loom:order-independent checks each entry on its own
+		if strings.TrimSpace(why) == "" || inModule(path) {
+			t.Errorf("reviewed import %q: a third-party path needs the review that admitted it", path)
+		}
+	}
+	// The real configuration: the gate and the detector may import neither
+	// time nor io.
+	for _, dir := range []string{"internal/admission", "internal/divergence"} {
+		for _, imp := range []string{"time", "io", "io/fs"} {
+			if !matchesImport(imp, ownForbids()[modulePath+"/"+dir]) {
+				t.Errorf("%s may import %s", dir, imp)
+			}
+		}
+	}
 	for _, p := range []string{"os", "os/exec", "net", "net/netip", "math/rand", "math/rand/v2", "crypto/rand",
 		"database/sql", "database/sql/driver", "syscall", "unsafe", "runtime", "runtime/debug", "hash/maphash"} {
 		if !forbiddenImport(p) {

@@ -1,4 +1,4 @@
-package loom
+package journal
 
 import (
 	"context"
@@ -26,24 +26,24 @@ func (f *failingAppends) Append(ctx context.Context, id string, expected int64, 
 	return f.EventStore.Append(ctx, id, expected, evs)
 }
 
-func testJournal(s store.EventStore) *journal {
+func testJournal(s store.EventStore) *Journal {
 	n := 0
-	return newJournal(s, "ex", "wf", fold.Initial(), func() int64 { return 42 }, func() string { n++; return "e" + string(rune('a'+n)) })
+	return New(s, "ex", "wf", fold.Initial(), WithClock(func() int64 { return 42 }), WithIDs(func() string { n++; return "e" + string(rune('a'+n)) }))
 }
 
 func TestJournalAllocatesContiguousSequencesAndFoldsSynchronously(t *testing.T) {
 	mem := memstore.NewEventStore()
 	j := testJournal(mem)
 	for i := range 5 {
-		e, err := j.commit(event.StepStarted, map[string]any{"stepId": "s", "attempt": i + 1}, nil)
+		e, err := j.Commit(event.StepStarted, map[string]any{"stepId": "s", "attempt": i + 1}, nil)
 		if err != nil || e.Sequence != int64(i) {
 			t.Fatalf("commit %d: seq %d, %v", i, e.Sequence, err)
 		}
-		if st := j.state(); st.Sequence != int64(i) {
+		if st := j.State(); st.Sequence != int64(i) {
 			t.Fatalf("fold lags the commit: %d", st.Sequence)
 		}
 	}
-	if err := j.barrier(context.Background()); err != nil {
+	if err := j.Barrier(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	evs, _ := store.Read(context.Background(), mem, "ex")
@@ -55,42 +55,42 @@ func TestJournalAllocatesContiguousSequencesAndFoldsSynchronously(t *testing.T) 
 func TestJournalWriteFailureAbortsAtTheNextBarrierWithATypedError(t *testing.T) {
 	s := &failingAppends{EventStore: memstore.NewEventStore()}
 	j := testJournal(s)
-	if _, err := j.commit(event.ExecutionStarted, map[string]any{"input": 1}, nil); err != nil {
+	if _, err := j.Commit(event.ExecutionStarted, map[string]any{"input": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.barrier(context.Background()); err != nil {
+	if err := j.Barrier(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	s.fail.Store(true)
-	if _, err := j.commit(event.StepStarted, map[string]any{"stepId": "s"}, nil); err != nil {
+	if _, err := j.Commit(event.StepStarted, map[string]any{"stepId": "s"}, nil); err != nil {
 		t.Fatal(err) // the commit itself is in memory; the failure is asynchronous
 	}
-	err := j.barrier(context.Background())
-	var je *JournalError
+	err := j.Barrier(context.Background())
+	var je *Error
 	if !errors.As(err, &je) || je.Sequence != 1 {
-		t.Fatalf("barrier = %v, want *JournalError at sequence 1", err)
+		t.Fatalf("barrier = %v, want *Error at sequence 1", err)
 	}
-	if _, err := j.commit(event.StepCompleted, map[string]any{"stepId": "s"}, nil); !errors.As(err, &je) {
+	if _, err := j.Commit(event.StepCompleted, map[string]any{"stepId": "s"}, nil); !errors.As(err, &je) {
 		t.Fatalf("commit after the failure = %v", err)
 	}
 }
 
 func TestJournalSealsAfterATerminalEvent(t *testing.T) {
 	j := testJournal(memstore.NewEventStore())
-	if _, err := j.commitTerminal(event.ExecutionCancelled, nil, nil); err != nil {
+	if _, err := j.CommitTerminal(event.ExecutionCancelled, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.commit(event.StepStarted, map[string]any{"stepId": "late"}, nil); !errors.Is(err, errSealed) {
+	if _, err := j.Commit(event.StepStarted, map[string]any{"stepId": "late"}, nil); !errors.Is(err, ErrSealed) {
 		t.Fatalf("commit after the terminal event = %v", err)
 	}
 }
 
 func TestJournalRefusesAnInvalidEnvelopeWithoutAllocating(t *testing.T) {
 	j := testJournal(memstore.NewEventStore())
-	if _, err := j.commit("bad\x00type", nil, nil); !errors.Is(err, event.ErrInvalidEnvelope) {
+	if _, err := j.Commit("bad\x00type", nil, nil); !errors.Is(err, event.ErrInvalidEnvelope) {
 		t.Fatalf("err = %v", err)
 	}
-	e, err := j.commit(event.ExecutionStarted, nil, nil)
+	e, err := j.Commit(event.ExecutionStarted, nil, nil)
 	if err != nil || e.Sequence != 0 {
 		t.Fatalf("the refused commit consumed a sequence: %d %v", e.Sequence, err)
 	}

@@ -20,7 +20,7 @@ import (
 // with the same payload.
 
 // gateSelect is the reserved gate a Select parks on.
-const gateSelect = "__loom_select__"
+const gateSelect = reservedPrefix + "select__"
 
 // Wait kinds.
 const (
@@ -37,10 +37,6 @@ type waitSpec struct {
 	Topic  string `json:"topic,omitempty"`
 	WakeAt *int64 `json:"wakeAt,omitempty"`
 }
-
-// ErrFeatureDisabled refuses a syscall or call whose kernel.features flag
-// is off.
-var ErrFeatureDisabled = errors.New("loom: kernel feature disabled")
 
 // SelectCase is one alternative of Select: OnMessage, OnGate or OnTimer.
 type SelectCase struct {
@@ -77,7 +73,7 @@ type Selected struct {
 // replay returns the same case and payload.
 func (c *Context) Select(cases ...SelectCase) (Selected, error) {
 	c.checkpoint()
-	if !c.run.rt.cfg.Features.Inbox {
+	if !c.drive.rt.cfg.Features.Inbox {
 		return Selected{}, fmt.Errorf("%w: select needs Features.Inbox", ErrFeatureDisabled)
 	}
 	if len(cases) == 0 {
@@ -161,8 +157,8 @@ func (c *Context) selected(waits []waitSpec) (Selected, bool) {
 // consumeAvailable takes the first message already waiting on one of the
 // message waits, recording MESSAGE_CONSUMED under its wait id.
 func (c *Context) consumeAvailable(waits []waitSpec) bool {
-	r := c.run
-	st := r.j.state()
+	r := c.drive
+	st := r.j.State()
 	for _, w := range waits {
 		if w.Kind != waitMessage {
 			continue

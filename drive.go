@@ -10,14 +10,15 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
 )
 
-// run is one drive of an execution: the flow body executed from the top
+// drive is one drive of an execution: the flow body executed from the top
 // over its journal, serving recorded outcomes and recording new ones.
-type run struct {
+type drive struct {
 	rt       *Runtime
 	x        *execution
-	j        *journal
+	j        *journal.Journal
 	flow     *Flow
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -36,6 +37,50 @@ type run struct {
 	div         *divergence
 	snapshotAt  int64      // sequence of the last park snapshot this run saved, -1 if none
 	successor   *successor // set by ContinueAsNew: the execution to start next
+	// issued holds the step and decision ids this drive has issued, with
+	// the digest of each step's input: a second call of an id with another
+	// input is refused (StepReusedError) instead of served the first one's
+	// outcome.
+	issued map[string]issue
+}
+
+// issue is an id a drive issued.
+type issue struct {
+	decision bool
+	input    string // canonical digest of a step's input
+}
+
+// reissue records that the drive issues id (a step with input, or a
+// decision) and refuses a reuse: a step id issued before with another
+// input, or a decision id decided before in this drive.
+func (r *drive) reissue(id string, decision bool, input json.RawMessage) error {
+	digest := ""
+	if !decision {
+		digest = inputDigest(input)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, seen := r.issued[id]
+	switch {
+	case !seen:
+		r.issued[id] = issue{decision: decision, input: digest}
+		return nil
+	case decision || prev.decision:
+		return &StepReusedError{ID: id, Kind: "decision"}
+	case prev.input != digest:
+		return &StepReusedError{ID: id, Kind: "step"}
+	}
+	return nil
+}
+
+// inputDigest identifies a step input by its canonical JSON, so key order
+// and spacing do not count as a different input.
+func inputDigest(in json.RawMessage) string {
+	c, err := event.Canonical(orNull(in))
+	if err != nil {
+		c = orNull(in)
+	}
+	return event.SHA256(c)
 }
 
 // scope is a Parallel block's stop signal and context; the run's root scope
@@ -64,19 +109,19 @@ func (s *scope) stopped() bool {
 	return false
 }
 
-func (r *run) stopped() bool { return r.root.stop.Load() }
+func (r *drive) stopped() bool { return r.root.stop.Load() }
 
 // isParked reports whether the run committed its park and waits (sticky)
 // or unwinds.
-func (r *run) isParked() bool {
+func (r *drive) isParked() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.parked
 }
 
-// abort ends the run after a journal failure: the execution stays as the
+// abort ends the drive after a journal failure: the execution stays as the
 // log has it (running), for Recover to re-drive.
-func (r *run) abort(err error) {
+func (r *drive) abort(err error) {
 	r.mu.Lock()
 	if r.abortErr == nil && !r.cancelled {
 		r.abortErr = err
@@ -88,29 +133,29 @@ func (r *run) abort(err error) {
 
 // commit appends through the journal; a refused commit (journal failure,
 // or a run already ended by a cancel) unwinds the caller.
-func (r *run) commit(typ string, payload any, meta map[string]json.RawMessage) event.Envelope {
-	e, err := r.j.commit(typ, payload, meta)
+func (r *drive) commit(typ string, payload any, meta map[string]json.RawMessage) event.Envelope {
+	e, err := r.j.Commit(typ, payload, meta)
 	if err != nil {
 		r.abort(err)
 	}
 	return e
 }
 
-func (r *run) barrier() {
-	if err := r.j.barrier(context.Background()); err != nil {
+func (r *drive) barrier() {
+	if err := r.j.Barrier(context.Background()); err != nil {
 		r.abort(err)
 	}
 }
 
 // beginLive and endLive bracket an effect or decider executing live.
-func (r *run) beginLive() {
+func (r *drive) beginLive() {
 	r.mu.Lock()
 	r.inFlight++
 	r.segmentLive = true
 	r.mu.Unlock()
 }
 
-func (r *run) endLive(unservedOutcome bool) {
+func (r *drive) endLive(unservedOutcome bool) {
 	r.mu.Lock()
 	r.inFlight--
 	if unservedOutcome {
@@ -125,9 +170,9 @@ type outcome struct {
 	err    error       // the abort's journal error
 }
 
-// execute runs the flow body in its own goroutine, so a suspend can unwind
+// runBody runs the flow body in its own goroutine, so a suspend can unwind
 // it with runtime.Goexit, then records how it ended.
-func (r *run) execute(input json.RawMessage) outcome {
+func (r *drive) runBody(input json.RawMessage) outcome {
 	var (
 		out      any
 		err      error
@@ -138,7 +183,7 @@ func (r *run) execute(input json.RawMessage) outcome {
 	go func() {
 		defer close(done)
 		defer func() { panicked = recover() }()
-		c := &Context{run: r, clocks: &branchCounters{}, scope: r.root}
+		c := &Context{drive: r, clocks: &branchCounters{}, scope: r.root}
 		out, err = r.flow.Body(c, input)
 		returned = true
 	}()
@@ -154,7 +199,7 @@ func (r *run) execute(input json.RawMessage) outcome {
 	case r.successor != nil:
 		return outcome{status: fold.StatusContinued}
 	case parked:
-		if e := r.j.barrier(context.Background()); e != nil {
+		if e := r.j.Barrier(context.Background()); e != nil {
 			return outcome{err: e}
 		}
 		return outcome{status: fold.StatusSuspended}
@@ -175,11 +220,11 @@ func (r *run) execute(input json.RawMessage) outcome {
 }
 
 // finish commits the terminal event and waits until it is durable.
-func (r *run) finish(typ string, payload any, status fold.Status) outcome {
-	if _, err := r.j.commitTerminal(typ, payload, nil); err != nil {
+func (r *drive) finish(typ string, payload any, status fold.Status) outcome {
+	if _, err := r.j.CommitTerminal(typ, payload, nil); err != nil {
 		return outcome{err: err}
 	}
-	if err := r.j.barrier(context.Background()); err != nil {
+	if err := r.j.Barrier(context.Background()); err != nil {
 		return outcome{err: err}
 	}
 	return outcome{status: status}

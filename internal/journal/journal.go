@@ -1,0 +1,352 @@
+// Package journal is the sole sequencer and writer of one live execution:
+// Commit allocates the next sequence, folds the event synchronously and
+// queues its durable append on an ordered tail; Barrier waits until
+// everything committed so far is durable. A failed append is sticky: every
+// later Commit and Barrier reports it as *Error, and nothing after the
+// failed batch is written. No lock is held during store I/O.
+//
+// A Journal is configured once, by New's options; nothing is set on it
+// afterwards.
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+)
+
+// Error reports that a durable append failed. The drive that owned the
+// journal is aborted at its next barrier; the log holds everything before
+// Sequence.
+type Error struct {
+	ExecutionID string
+	Sequence    int64
+	Err         error
+}
+
+func (e *Error) Error() string {
+	return "loom: journal of " + strconv.Quote(e.ExecutionID) + " failed at sequence " +
+		strconv.FormatInt(e.Sequence, 10) + ": " + e.Err.Error()
+}
+
+// Unwrap exposes the store's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrSealed refuses a commit after the journal's terminal event.
+var ErrSealed = errors.New("loom: execution already ended in this run")
+
+// ErrNotContiguous is the failure of an append whose batch does not start
+// at the next durable sequence or skips one: a bug, never a store fault,
+// so it is checked on every batch.
+var ErrNotContiguous = errors.New("loom: journal batch is not contiguous with the durable log")
+
+// Option configures New.
+type Option func(*Journal)
+
+// WithClock stamps envelopes with now() in epoch milliseconds (default: 0,
+// which only tests want).
+func WithClock(now func() int64) Option { return func(j *Journal) { j.now = now } }
+
+// WithIDs mints envelope ids (default: "<executionId>:<sequence>").
+func WithIDs(newID func() string) Option { return func(j *Journal) { j.newID = newID } }
+
+// WithFence makes every append conditional on token still being the
+// execution's newest fencing token: a driver another one took over from is
+// refused by the store (K9.4). A nil fencer leaves appends unfenced.
+func WithFence(f store.Fencer, token int64) Option {
+	return func(j *Journal) { j.fencer, j.token = f, token }
+}
+
+// WithMeta stamps meta on every event (a simulation's marker); per-commit
+// metadata is merged over it.
+func WithMeta(meta map[string]json.RawMessage) Option { return func(j *Journal) { j.meta = meta } }
+
+// WithSnapshots checkpoints the state after every every-th event, once that
+// event is durable, through save (called off the journal's lock). A newer
+// checkpoint replaces one still pending, so a slow snapshot store costs
+// checkpoints, never memory or log throughput. every <= 0 disables it.
+func WithSnapshots(every int64, save func(fold.State)) Option {
+	return func(j *Journal) {
+		if every > 0 && save != nil {
+			j.snapshotEvery, j.saveSnapshot = every, save
+		}
+	}
+}
+
+// Journal is one live execution's writer. Build it with New.
+type Journal struct {
+	store       store.EventStore
+	executionID string
+	workflowID  string
+	now         func() int64
+	newID       func() string
+	meta        map[string]json.RawMessage
+	fencer      store.Fencer
+	token       int64
+
+	snapshotEvery int64
+	saveSnapshot  func(fold.State)
+
+	mu      sync.Mutex
+	folder  *fold.Folder
+	next    int64            // next sequence to allocate
+	queue   []event.Envelope // committed, not yet handed to the store
+	durable int64            // every sequence < durable is durable
+	writing bool
+	// snapPending is the newest checkpoint waiting for its sequence to be
+	// durable.
+	snapPending *fold.State
+	saving      bool
+	err         error
+	sealed      bool          // a terminal event was committed: nothing may follow
+	changed     chan struct{} // closed and replaced on every durable step or failure
+}
+
+// New opens a journal for executionID (of flow workflowID) over st, the
+// execution's durable state: the next commit gets sequence st.Sequence+1.
+func New(s store.EventStore, executionID, workflowID string, st fold.State, opts ...Option) *Journal {
+	j := &Journal{
+		store: s, executionID: executionID, workflowID: workflowID,
+		folder: fold.NewFolder(st), next: st.Sequence + 1, durable: st.Sequence + 1,
+		changed: make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(j)
+	}
+	if j.now == nil {
+		j.now = func() int64 { return 0 }
+	}
+	if j.newID == nil {
+		j.newID = func() string { return executionID + ":" + strconv.FormatInt(j.next, 10) }
+	}
+	return j
+}
+
+// ExecutionID is the execution this journal writes.
+func (j *Journal) ExecutionID() string { return j.executionID }
+
+// Commit appends one event to the in-memory fold and the durable tail and
+// returns its envelope. After a write failure it refuses with the failure,
+// after a terminal event with ErrSealed; an event that fails
+// event.Validate is refused and nothing is allocated.
+func (j *Journal) Commit(typ string, payload any, meta map[string]json.RawMessage) (event.Envelope, error) {
+	return j.append(typ, payload, meta, false)
+}
+
+// CommitTerminal commits an event after which the journal takes no more.
+func (j *Journal) CommitTerminal(typ string, payload any, meta map[string]json.RawMessage) (event.Envelope, error) {
+	return j.append(typ, payload, meta, true)
+}
+
+func (j *Journal) append(typ string, payload any, meta map[string]json.RawMessage, terminal bool) (event.Envelope, error) {
+	raw, err := MarshalPayload(payload)
+	if err != nil {
+		return event.Envelope{}, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return event.Envelope{}, j.err
+	}
+	if j.sealed {
+		return event.Envelope{}, ErrSealed
+	}
+	if len(j.meta) > 0 {
+		merged := make(map[string]json.RawMessage, len(j.meta)+len(meta))
+		for k, v := range j.meta { //loom:order-independent map into map
+			merged[k] = v
+		}
+		for k, v := range meta { //loom:order-independent map into map
+			merged[k] = v
+		}
+		meta = merged
+	}
+	e := event.Envelope{ID: j.newID(), WorkflowID: j.workflowID, ExecutionID: j.executionID,
+		Type: typ, Sequence: j.next, Timestamp: j.now(), Payload: raw, Metadata: meta}
+	if err := event.Validate(e, event.Limits{}); err != nil {
+		return event.Envelope{}, err
+	}
+	j.sealed = terminal
+	j.next++
+	j.folder.Apply(e)
+	j.queue = append(j.queue, e)
+	if j.snapshotEvery > 0 && (e.Sequence+1)%j.snapshotEvery == 0 {
+		st := j.folder.State()
+		j.snapPending = &st
+	}
+	if !j.writing {
+		j.writing = true
+		go j.drain()
+	}
+	return e, nil
+}
+
+// drain writes the queue in order, batch by batch, until it is empty.
+func (j *Journal) drain() {
+	for {
+		j.mu.Lock()
+		batch := j.queue
+		j.queue = nil
+		if len(batch) == 0 {
+			j.writing = false
+			j.notifyLocked()
+			j.mu.Unlock()
+			return
+		}
+		from := j.durable
+		j.mu.Unlock()
+		err := contiguous(batch, from)
+		if err == nil && j.fencer != nil {
+			err = j.fencer.AppendFenced(context.Background(), j.executionID, j.token, batch[0].Sequence, batch)
+		} else if err == nil {
+			err = j.store.Append(context.Background(), j.executionID, batch[0].Sequence, batch)
+		}
+		j.mu.Lock()
+		if err != nil {
+			j.err = &Error{ExecutionID: j.executionID, Sequence: batch[0].Sequence, Err: err}
+			j.queue = nil
+			j.writing = false
+		} else {
+			j.durable = batch[len(batch)-1].Sequence + 1
+		}
+		j.startSaveLocked()
+		j.notifyLocked()
+		j.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// contiguous checks that batch starts at from and has no gap.
+func contiguous(batch []event.Envelope, from int64) error {
+	for i, e := range batch {
+		if e.Sequence != from+int64(i) {
+			return ErrNotContiguous
+		}
+	}
+	return nil
+}
+
+func (j *Journal) notifyLocked() {
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+// startSaveLocked hands a checkpoint whose sequence is durable to the saver
+// goroutine, off the write path.
+func (j *Journal) startSaveLocked() {
+	p := j.snapPending
+	if p == nil || j.saving || p.Sequence >= j.durable {
+		return
+	}
+	j.snapPending = nil
+	j.saving = true
+	go func(st fold.State) {
+		j.saveSnapshot(st)
+		j.mu.Lock()
+		j.saving = false
+		j.startSaveLocked()
+		j.notifyLocked()
+		j.mu.Unlock()
+	}(*p)
+}
+
+// Halt refuses every later commit with err; what is already queued is
+// still written. Used when the runtime closes or the lease is lost: the
+// execution stays as its log has it.
+func (j *Journal) Halt(err error) {
+	j.mu.Lock()
+	if j.err == nil {
+		j.err = err
+	}
+	j.notifyLocked()
+	j.mu.Unlock()
+}
+
+// Ended reports whether a terminal event was committed or the journal failed.
+func (j *Journal) Ended() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.sealed || j.err != nil
+}
+
+// Err returns the journal's sticky failure, if any.
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Barrier waits until every event committed before the call is durable. It
+// reports a failure only for events that did not become durable.
+func (j *Journal) Barrier(ctx context.Context) error {
+	j.mu.Lock()
+	target := j.next
+	return j.waitLocked(ctx, func() (bool, error) {
+		if j.durable >= target {
+			return true, nil
+		}
+		return j.err != nil, j.err
+	})
+}
+
+// Settle waits until the tail has nothing left to write (all durable, or
+// the write failed) and no checkpoint is being saved, so no store write
+// outlives the drive that queued it.
+func (j *Journal) Settle() {
+	j.mu.Lock()
+	_ = j.waitLocked(context.Background(), func() (bool, error) { return !j.writing && !j.saving, nil })
+}
+
+// waitLocked is called with j.mu held and returns with it released; it
+// waits for done to report true, re-checking after every tail step.
+func (j *Journal) waitLocked(ctx context.Context, done func() (bool, error)) error {
+	for {
+		if ok, err := done(); ok {
+			j.mu.Unlock()
+			return err
+		}
+		ch := j.changed
+		j.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		j.mu.Lock()
+	}
+}
+
+// Read runs f on the current folded state under the journal's lock; f must
+// not retain the state.
+func (j *Journal) Read(f func(s *fold.State)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	f(j.folder.Peek())
+}
+
+// State returns a frozen copy-on-write view of the folded state.
+func (j *Journal) State() fold.State {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.folder.State()
+}
+
+// MarshalPayload renders a commit's payload: nil is no payload, a
+// json.RawMessage is taken as it is, anything else is encoded.
+func MarshalPayload(p any) (json.RawMessage, error) {
+	switch v := p.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
+	}
+	return json.Marshal(p)
+}
