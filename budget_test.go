@@ -52,7 +52,7 @@ func TestDivergenceWarnModeLogsAndGoesOn(t *testing.T) {
 		_, err := ctx.Suspend("go")
 		return 1, err
 	})
-	h := newHarnessWith(t, loom.Config{StickyParks: -1, Logger: slog.New(slog.NewTextHandler(&mu, nil))}, flow)
+	h := newHarnessWith(t, loom.Config{StickyParks: -1, Divergence: loom.DivergenceWarn, Logger: slog.New(slog.NewTextHandler(&mu, nil))}, flow)
 	id, _ := h.rt.Start(h.ctx(), "drift", nil)
 	if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
 		t.Fatal(err)

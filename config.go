@@ -77,7 +77,7 @@ type Config struct {
 	// replaying (default 256; negative disables).
 	StickyParks int
 	// Divergence chooses what a replay that issues other step ids than its
-	// log does (default DivergenceWarn).
+	// log does (default DivergenceFail: park on __loom_diverged__).
 	Divergence DivergenceMode
 	// ResumeAuthenticator, when set, verifies who resumes; its verdict is
 	// recorded as APPROVAL_GRANTED (K12).
@@ -124,11 +124,15 @@ const (
 type DivergenceMode int
 
 const (
+	// DivergenceFail (the default) parks the execution on the reserved
+	// __loom_diverged__ gate before the diverging step runs, so a renamed or
+	// reordered step never runs its side effect again unnoticed; the log
+	// shows the park and its reason. An operator answers it with a null
+	// resume of that gate once the code is fixed, or moves the execution
+	// with ResumeAs.
+	DivergenceFail DivergenceMode = iota
 	// DivergenceWarn logs a divergence and goes on.
-	DivergenceWarn DivergenceMode = iota
-	// DivergenceFail parks the execution on the reserved __loom_diverged__
-	// gate before the diverging step runs.
-	DivergenceFail
+	DivergenceWarn
 	// DivergenceOff disables the detector.
 	DivergenceOff
 )

@@ -55,10 +55,19 @@ func TestResumeFoldsOnlyTheTailAfterTheLatestSnapshot(t *testing.T) {
 	if err := rt.Resume(ctx, id, loom.ResumeEvent{EventType: "go"}); err != nil {
 		t.Fatal(err)
 	}
-	// Resume waited for the parking drive to end, which wrote the snapshot.
+	// Resume waited for the parking drive to end, which wrote the park's
+	// snapshot. How many periodic checkpoints were written beside it is
+	// the journal's business (a pending one is replaced by a newer one), so
+	// the test asserts only where they are, and that the resume read
+	// nothing older than the latest.
 	seqs, _ := h.snaps.ListSequences(ctx, id)
-	if len(seqs) < 4 || seqs[len(seqs)-1] != st.Sequence {
-		t.Fatalf("snapshots at %v, want every 100 events and one at the suspend (%d)", seqs, st.Sequence)
+	if len(seqs) == 0 || seqs[len(seqs)-1] != st.Sequence {
+		t.Fatalf("snapshots at %v, want the last at the suspend (%d)", seqs, st.Sequence)
+	}
+	for _, s := range seqs[:len(seqs)-1] {
+		if (s+1)%100 != 0 {
+			t.Fatalf("periodic snapshot at %d, want only after every 100th event: %v", s, seqs)
+		}
 	}
 	// The gate transaction loads twice (before and under the claim); each
 	// load reads only the snapshot's own event, never the 600-event prefix.
