@@ -10,6 +10,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/divergence"
 	"github.com/loom-kernel/loom/internal/journal"
 )
 
@@ -34,7 +35,7 @@ type drive struct {
 	emitCount   map[string]int
 	inFlight    int  // effects and deciders executing now
 	unserved    bool // an earlier step/decider ended in an outcome replay does not serve
-	div         *divergence
+	div         *divergence.Detector
 	snapshotAt  int64      // sequence of the last park snapshot this run saved, -1 if none
 	successor   *successor // set by ContinueAsNew: the execution to start next
 	// issued holds the step and decision ids this drive has issued, with

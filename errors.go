@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/admission"
 	"github.com/loom-kernel/loom/internal/journal"
 )
 
@@ -35,7 +36,7 @@ var (
 
 // reservedPrefix starts every id, gate and event type the kernel keeps for
 // itself: callers and flows may not use it.
-const reservedPrefix = "__loom_"
+const reservedPrefix = admission.ReservedPrefix
 
 // ResumeRefusedError is the ingress gate's refusal (spec §5). Nothing was
 // appended; the execution is unchanged and, if parked, still resumable.

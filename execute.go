@@ -10,6 +10,7 @@ import (
 	"github.com/loom-kernel/loom/effect"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/admission"
 )
 
 // MaxTypedFailureBytes caps a typed failure's payload (spec §4.1): a bigger
@@ -46,7 +47,7 @@ func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 	c.state(func(s *fold.State) {
 		fr, exists = s.Frames[t.ID]
 		if exists && fr.Status == fold.FrameInDoubt {
-			if d, ok := s.Variables.Decisions[verdictID(t.ID, fr.Attempt)]; ok {
+			if d, ok := s.Variables.Decisions[admission.VerdictDecisionID(t.ID, fr.Attempt)]; ok {
 				verdict = &d
 			}
 		}

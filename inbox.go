@@ -237,12 +237,13 @@ func (rt *Runtime) deliver(ctx context.Context, id string) {
 			}
 			return nil
 		},
-		commit: func(ctx context.Context, tx *txn) (bool, error) {
-			delivered, err := rt.commitPending(ctx, tx.j, tx.state)
-			return delivered, err
+		commit: func(ctx context.Context, tx *txn) (delivered bool, err error) {
+			return rt.commitPending(ctx, tx.j, tx.state)
 		},
 		durable: func(ctx context.Context, tx *txn) {
-			rt.afterAnswer(ctx, id, tx.state, ResumeEvent{EventType: messageType})
+			if tx.j.State().Sequence > tx.state.Sequence { // delivered: the park's timer is moot
+				rt.afterAnswer(ctx, id, tx.state, ResumeEvent{EventType: messageType})
+			}
 		},
 	})
 	if err != nil && !errors.Is(err, errNothingToDeliver) && !isRefusal(err) && ctx.Err() == nil {

@@ -3,17 +3,11 @@ package loom
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/admission"
 )
-
-// verdictID is the reserved decision id of an operator's verdict on an
-// in-doubt step attempt (K9.3).
-func verdictID(stepID string, attempt int64) string {
-	return reservedPrefix + "verdict:" + stepID + "#" + strconv.FormatInt(attempt, 10)
-}
 
 // Verdict is an operator's answer to an in-doubt park: either the effect is
 // known to have happened (Done, with its Output), or it must run again.
@@ -22,11 +16,6 @@ type Verdict struct {
 	Attempt int64
 	Done    bool
 	Output  json.RawMessage
-}
-
-type verdictChoice struct {
-	Verdict string          `json:"verdict"` // "done" or "rerun"
-	Output  json.RawMessage `json:"output,omitempty"`
 }
 
 // parkInDoubt records EFFECT_INDOUBT for a non-idempotent step whose start
@@ -43,13 +32,13 @@ func (r *drive) parkInDoubt(stepID string, attempt int64) {
 
 // serveInDoubt applies a recorded verdict, or parks again without one.
 func (r *drive) serveInDoubt(c *Context, t *Task, in json.RawMessage, fr fold.Frame, verdict *fold.Decision) (json.RawMessage, error) {
-	var v verdictChoice
-	if verdict == nil || json.Unmarshal(verdict.Choice, &v) != nil {
+	var v admission.VerdictChoice
+	if verdict == nil || unmarshalRecorded(verdict.Choice, &v) != nil {
 		a := fr.Attempt
 		r.park(suspendPayload{On: fold.GateInDoubt, StepID: t.ID, Attempt: &a})
 	}
 	r.observeStep(c, t.ID, true)
-	if v.Verdict == "done" {
+	if v.Verdict == admission.VerdictDone {
 		out := orNull(v.Output)
 		r.commit(event.StepCompleted, map[string]any{"stepId": t.ID, "output": out}, nil)
 		r.stepDurability()
@@ -71,28 +60,15 @@ func (rt *Runtime) ResolveInDoubt(ctx context.Context, id string, v Verdict) err
 	if err := rt.authorize(ctx, "resume", id, "", true); err != nil {
 		return err
 	}
-	choice := verdictChoice{Verdict: "rerun"}
-	if v.Done {
-		choice = verdictChoice{Verdict: "done", Output: orNull(v.Output)}
-	}
+	var a admission.Admission
 	return rt.transact(ctx, id, txSpec{
 		pin: true,
-		admit: func(ctx context.Context, tx *txn) error {
-			st := tx.state
-			park := st.Variables.SuspendedOn
-			_, fact := st.Variables.InDoubt[fold.InDoubtKey(v.StepID, v.Attempt)]
-			if st.Status != fold.StatusSuspended || park == nil || park.On != fold.GateInDoubt ||
-				park.StepID != v.StepID || park.Attempt == nil || *park.Attempt != v.Attempt || !fact {
-				return &ResumePayloadValidationError{ExecutionID: id, Gate: fold.GateInDoubt,
-					Detail: "the verdict does not answer the parked in-doubt step attempt; read the park with LoadState (suspendedOn.stepId, .attempt) and answer that"}
-			}
-			return nil
+		admit: func(ctx context.Context, tx *txn) (err error) {
+			a, err = admission.AdmitVerdict(tx.state, admission.Verdict(v))
+			return refusalError(id, err)
 		},
 		commit: func(ctx context.Context, tx *txn) (bool, error) {
-			return true, commitAll(tx.j, []pendingEvent{
-				{typ: event.DecisionRecorded, payload: map[string]any{"decisionId": verdictID(v.StepID, v.Attempt), "choice": choice}, meta: kernelStamp()},
-				{typ: event.ExecutionResumed},
-			})
+			return true, commitAdmitted(tx.j, a, nil)
 		},
 	})
 }

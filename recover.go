@@ -47,7 +47,7 @@ func (rt *Runtime) Recover(ctx context.Context) (int, error) {
 			}
 			// Recovery is the kernel's own act: no caller stands behind it,
 			// so neither the ResumeAuthenticator nor the Authorizer is asked.
-			err = rt.redrive(ctx, info.ExecutionID, "re-driven after its driver stopped", false)
+			err = rt.redrive(ctx, info.ExecutionID, false)
 			var (
 				busy     *ExecutionBusyError
 				mismatch *FlowCodeMismatchError

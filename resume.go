@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/loom-kernel/loom/event"
-	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/admission"
 )
 
 // ResumeOption configures Resume and ResumeAs.
@@ -66,7 +66,7 @@ func (rt *Runtime) Resume(ctx context.Context, id string, ev ResumeEvent, opts .
 // here, since no caller stands behind them.
 func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, principal json.RawMessage, o resumeOptions) error {
 	if ev.EventType == event.ExecutionRecovered {
-		return rt.redrive(ctx, id, "re-driven after its driver stopped", o.simulate)
+		return rt.redrive(ctx, id, o.simulate)
 	}
 	for {
 		if handled, err := rt.resumeSticky(ctx, id, ev, principal, o.simulate); handled {
@@ -76,7 +76,7 @@ func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, princi
 			break
 		}
 	}
-	var a admission
+	var a admission.Admission
 	return rt.transact(ctx, id, txSpec{
 		pin: true,
 		admit: func(ctx context.Context, tx *txn) (err error) {
@@ -85,7 +85,7 @@ func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, princi
 			return err
 		},
 		commit: func(ctx context.Context, tx *txn) (bool, error) {
-			return true, commitAll(tx.j, answerEvents(ev, principal, a))
+			return true, commitAdmitted(tx.j, a, principal)
 		},
 		durable: func(ctx context.Context, tx *txn) { rt.afterAnswer(ctx, id, tx.state, ev) },
 	})
@@ -153,25 +153,17 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 // answer. Only a running (or pending) execution no live driver holds is
 // re-driven: another node's live lease refuses it with
 // *ExecutionBusyError, nothing written.
-func (rt *Runtime) redrive(ctx context.Context, id, reason string, simulate bool) error {
+func (rt *Runtime) redrive(ctx context.Context, id string, simulate bool) error {
+	var a admission.Admission
 	return rt.transact(ctx, id, txSpec{
 		redrive: true, pin: true,
-		admit: func(ctx context.Context, tx *txn) error {
+		admit: func(ctx context.Context, tx *txn) (err error) {
 			tx.simulate = tx.simulate || simulate
-			return admitRedrive(id, tx.state)
+			a, err = admission.AdmitRedrive(tx.state)
+			return refusalError(id, err)
 		},
 		commit: func(ctx context.Context, tx *txn) (bool, error) {
-			_, err := tx.j.Commit(event.ExecutionRecovered, map[string]any{"reason": reason}, nil)
-			return true, err
+			return true, commitAdmitted(tx.j, a, nil)
 		},
 	})
-}
-
-// admitRedrive refuses a re-drive of an execution that is not running.
-func admitRedrive(id string, st fold.State) error {
-	if s := st.Status; s != fold.StatusRunning && s != fold.StatusPending {
-		return &ResumeRefusedError{ExecutionID: id, Reason: RefusedNotRecoverable,
-			Detail: "only a running execution with no driver can be recovered; it is " + string(s)}
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/admission"
 )
 
 // ResumeAs re-opens an execution, optionally onto another flow
@@ -35,6 +36,8 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 		if err := kernelNamespace(id, ev); err != nil {
 			return err
 		}
+	} else if err := event.ValidateID("execution id", id); err != nil {
+		return err
 	}
 	if err := rt.authorize(ctx, "resume", id, o.flowID, true); err != nil {
 		return err
@@ -42,10 +45,8 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 	var (
 		target    *Flow
 		principal json.RawMessage
-		a         admission
+		a         admission.Admission
 		migration map[string]any
-		parked    bool
-		status    fold.Status
 	)
 	if o.flowID != "" {
 		f, ok := rt.flows[o.flowID]
@@ -60,21 +61,23 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 			if target == nil {
 				target = tx.x.flow
 			}
-			status = tx.state.Status
-			parked = status == fold.StatusSuspended
-			if parked {
+			switch st := tx.state.Status; {
+			case st == fold.StatusSuspended:
+				// Its payload is the parked gate's answer: identity first,
+				// then every rule Resume enforces, under the target's schemas.
 				if principal, err = rt.authenticate(ctx, id, ev); err != nil {
 					return err
 				}
-				if a, err = rt.admit(id, tx.state, target, ev); err != nil {
-					return err
-				}
-			} else if !status.Terminal() {
+			case !st.Terminal():
 				// A crashed execution: a re-drive of any kind waits out
 				// another node's live lease.
 				if err := rt.vetoRedrive(ctx, id, tx.state); err != nil {
 					return err
 				}
+			}
+			ae := admission.Event{Type: ev.EventType, Payload: ev.Payload}
+			if a, err = admission.AdmitResumeAs(tx.state, target.resume, ae, rt.cfg.Clock.Now().UnixMilli()); err != nil {
+				return refusalError(id, err)
 			}
 			if migration, err = rt.migration(tx.state, tx.x.flow, target, o); err != nil {
 				return err
@@ -89,19 +92,12 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 			return nil
 		},
 		commit: func(ctx context.Context, tx *txn) (bool, error) {
-			var commits []pendingEvent
 			if migration != nil {
-				commits = append(commits, pendingEvent{typ: event.ExecutionMigrated, payload: migration})
+				if _, err := tx.j.Commit(event.ExecutionMigrated, migration, nil); err != nil {
+					return false, err
+				}
 			}
-			switch {
-			case parked:
-				commits = append(commits, answerEvents(ev, principal, a)...)
-			case status.Terminal():
-				commits = append(commits, pendingEvent{typ: event.ExecutionResumed})
-			default:
-				commits = append(commits, pendingEvent{typ: event.ExecutionRecovered, payload: map[string]any{"reason": "resumeAs"}})
-			}
-			return true, commitAll(tx.j, commits)
+			return true, commitAdmitted(tx.j, a, principal)
 		},
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/divergence"
 	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/snapshot"
 	"github.com/loom-kernel/loom/store"
@@ -275,7 +276,7 @@ func (rt *Runtime) launch(x *execution, j *journal.Journal, simulate bool) {
 	r := &drive{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate,
 		root: &scope{ctx: ctx, cancel: cancel}, snapshotAt: -1, issued: map[string]issue{}}
 	if rt.cfg.Divergence != DivergenceOff && len(st.Frames) > 0 {
-		r.div = newDivergence(st)
+		r.div = divergence.New(st)
 	}
 	// Register the drive with Close under the lock Close takes: a drive
 	// either is seen (halted and waited for) by Close or sees the runtime

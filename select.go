@@ -9,6 +9,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/admission"
 )
 
 // Wave 2 waits (ADR 0110, behind kernel.features.inbox): Select waits on
@@ -20,23 +21,17 @@ import (
 // with the same payload.
 
 // gateSelect is the reserved gate a Select parks on.
-const gateSelect = reservedPrefix + "select__"
+const gateSelect = admission.GateSelect
 
 // Wait kinds.
 const (
-	waitGate    = "gate"
-	waitMessage = "message"
-	waitTimer   = "timer"
+	waitGate    = admission.WaitGate
+	waitMessage = admission.WaitMessage
+	waitTimer   = admission.WaitTimer
 )
 
 // waitSpec is one entry of EXECUTION_SUSPENDED.waits.
-type waitSpec struct {
-	WaitID string `json:"waitId"`
-	Kind   string `json:"kind"`
-	On     string `json:"on,omitempty"`
-	Topic  string `json:"topic,omitempty"`
-	WakeAt *int64 `json:"wakeAt,omitempty"`
-}
+type waitSpec = admission.WaitSpec
 
 // SelectCase is one alternative of Select: OnMessage, OnGate or OnTimer.
 type SelectCase struct {
@@ -176,16 +171,7 @@ func (c *Context) consumeAvailable(waits []waitSpec) bool {
 }
 
 // parkWaits decodes the waits of the current park.
-func parkWaits(st fold.State) []waitSpec {
-	var waits []waitSpec
-	if len(st.Variables.Waits) > 0 {
-		_ = json.Unmarshal(st.Variables.Waits, &waits)
-	}
-	return waits
-}
+func parkWaits(st fold.State) []waitSpec { return admission.ParkWaits(st) }
 
 // answered reports whether wait id already has its answer.
-func answered(st fold.State, id string) bool {
-	_, ok := st.Variables.WaitAnswers[id]
-	return ok
-}
+func answered(st fold.State, id string) bool { return admission.Answered(st, id) }

@@ -186,7 +186,7 @@ func (rt *Runtime) resumeSticky(ctx context.Context, id string, ev ResumeEvent, 
 		rt.reregisterSticky(sp) // refused: the park stays as it was
 		return true, err
 	}
-	if err := commitAll(r.j, answerEvents(ev, principal, ans)); err != nil {
+	if err := commitAdmitted(r.j, ans, principal); err != nil {
 		return evict()
 	}
 	if err := r.j.Barrier(ctx); err != nil {

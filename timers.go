@@ -10,6 +10,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/admission"
 	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/store"
 )
@@ -23,7 +24,7 @@ import (
 // refused and dropped, never answered twice.
 
 // gateSleep is the reserved gate a Sleep parks on: only a timer answers it.
-const gateSleep = reservedPrefix + "sleep__"
+const gateSleep = admission.GateSleep
 
 // parkTimerKey is the TimerStore key of an execution's park timer.
 func parkTimerKey(id string) string { return "park:" + id }
@@ -257,14 +258,4 @@ func (rt *Runtime) pollTimers() {
 			}
 		}
 	}
-}
-
-// timerFiredPayload is TIMER_FIRED's payload and a timer resume's answer.
-type timerFiredPayload struct {
-	WakeAt int64 `json:"wakeAt"`
-}
-
-func decodeTimerFired(raw json.RawMessage) (timerFiredPayload, bool) {
-	var p timerFiredPayload
-	return p, json.Unmarshal(raw, &p) == nil && p.WakeAt > 0
 }
