@@ -12,6 +12,10 @@ import (
 	"strings"
 	"sync/atomic"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/loom-kernel/loom/fold"
 )
 
@@ -116,6 +120,8 @@ func (c *Client) Events(ctx context.Context, p EventsParams) (EventsResult, erro
 // Call sends one JSON-RPC request and decodes its result into result (which
 // may be nil). A JSON-RPC error comes back as *Error; a transport failure or
 // an answer that is not JSON-RPC as another error naming the endpoint.
+// Params holding text that is not valid UTF-8 are refused before anything
+// is sent, with an error matching ErrInvalidUTF8 (every method does so).
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	resp, err := c.post(ctx, method, params, "application/json")
 	if err != nil {
@@ -130,7 +136,7 @@ func (c *Client) post(ctx context.Context, method string, params any, accept str
 	if params != nil {
 		req["params"] = params
 	}
-	body, err := marshal(req)
+	body, err := encodeRequest(req)
 	if err != nil {
 		return nil, fmt.Errorf("wire: encoding %s params: %w", method, err)
 	}
@@ -148,6 +154,31 @@ func (c *Client) post(ctx context.Context, method string, params any, accept str
 		return nil, fmt.Errorf("wire: calling %s at %s: %w", method, c.endpoint, err)
 	}
 	return resp, nil
+}
+
+// ErrInvalidUTF8 matches a call the Client refused before sending anything:
+// a string in its params (an id, an event type, a reason) is not valid
+// UTF-8, or a JSON value in them (an input, a payload, credentials) holds
+// invalid UTF-8 or a lone surrogate escape such as "\udc00". The server
+// refuses such params (CodeInvalidParams); encoding/json would instead send
+// them rewritten to U+FFFD, under another id.
+var ErrInvalidUTF8 = errors.New("wire: not valid UTF-8")
+
+// encodeRequest encodes a request as encoding/json does (the same names,
+// omitempty, map order, no HTML escaping) except that it refuses, with
+// ErrInvalidUTF8, text that is not valid UTF-8 instead of rewriting it.
+func encodeRequest(req any) ([]byte, error) {
+	strict := []jsonv2.Options{jsonv1.DefaultOptionsV1(), jsonv2.Deterministic(true), jsontext.EscapeForHTML(false)}
+	body, err := jsonv2.Marshal(req, append(strict, jsontext.AllowInvalidUTF8(false))...)
+	if err == nil {
+		return body, nil
+	}
+	// Tell a text problem from another (a RawMessage that is not JSON) by
+	// whether the lenient encoding succeeds.
+	if _, lerr := jsonv2.Marshal(req, append(strict, jsontext.AllowInvalidUTF8(true))...); lerr == nil {
+		return nil, fmt.Errorf("%w (invalid bytes, or a lone surrogate escape such as \\udc00); nothing was sent", ErrInvalidUTF8)
+	}
+	return nil, err
 }
 
 func (c *Client) decodeResponse(resp *http.Response, result any) error {

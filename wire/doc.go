@@ -19,8 +19,28 @@
 // 200 with a JSON-RPC response, except: 401 (CodeUnauthenticated) before any
 // byte of the body is read, 413 (CodeRequestTooLarge) for a body over
 // Options.MaxRequestBytes, 405 for another HTTP method and 415 for another
-// content type. Params are decoded strictly: an unknown field is
-// CodeInvalidParams, so a misspelled field never goes unnoticed.
+// content type.
+//
+// Requests are decoded strictly, the same way every client in every
+// language is expected to write them:
+//
+//   - member names are exact and given once: "Method" or "ExecutionId" is
+//     not "method" or "executionId", and a name given twice is refused
+//     (CodeInvalidRequest for the request object, CodeInvalidParams for
+//     params); an unknown param is CodeInvalidParams, so a misspelled one
+//     never goes unnoticed. Inside input, payload and credentials, which
+//     the kernel treats as opaque JSON, names may repeat;
+//   - all text is valid UTF-8: a string anywhere in params (an id, an event
+//     type, a payload) that is not, or that holds a lone UTF-16 surrogate
+//     escape such as "\udc00", is CodeInvalidParams with data.location,
+//     never rewritten to U+FFFD — so no id stands for another;
+//   - an id that is not a string, a number or null, or not valid UTF-8,
+//     is CodeInvalidRequest answered with id null; a body that is not JSON
+//     at all is CodeParseError.
+//
+// Every response is valid JSON in valid UTF-8: one that would not be (a
+// stored payload that is not UTF-8) is replaced by CodeInternal, and an
+// event stream ends with an internal-error event instead.
 //
 // # Methods (wire ABI 1.0.0)
 //
@@ -71,9 +91,9 @@
 //
 //	code     meaning                                      from
 //	-32700   parse error: the body is not JSON            —
-//	-32600   invalid request                              not a JSON-RPC 2.0 request object
+//	-32600   invalid request                              not a JSON-RPC 2.0 request object; a bad id is answered with id null
 //	-32601   method not found                             —
-//	-32602   invalid params                               missing, mistyped or unknown params
+//	-32602   invalid params                               missing, mistyped, unknown or repeated params; text not UTF-8 (data.location)
 //	-32603   internal error (cause logged, not sent)      anything unmapped
 //	-32001   unauthenticated (HTTP 401)                   Options.Authenticate
 //	-32002   denied                                       *loom.ExecutionDeniedError (the Authorizer)
@@ -90,7 +110,7 @@
 //	-32019   refused: busy (retry)                        loom.RefusedBusy
 //	-32020   resume payload fails the gate's schema       *loom.ResumePayloadValidationError (data.gate, data.location)
 //	-32030   execution not found                          loom.ErrExecutionNotFound
-//	-32031   execution exists                             loom.ErrExecutionExists
+//	-32031   execution exists                             loom.ErrExecutionExists (wins over a journal or store error in its chain)
 //	-32032   unknown flow                                 loom.ErrUnknownFlow
 //	-32033   sequence past the end of the log             fork at / state at (data.last)
 //	-32040   invalid input (id, event type, JSON value)   event.ErrInvalidEnvelope

@@ -39,7 +39,7 @@ const (
 	CodeBusy                 = -32019 // refused: busy (retry)
 	CodePayloadInvalid       = -32020 // *loom.ResumePayloadValidationError
 	CodeExecutionNotFound    = -32030 // loom.ErrExecutionNotFound
-	CodeExecutionExists      = -32031 // loom.ErrExecutionExists
+	CodeExecutionExists      = -32031 // loom.ErrExecutionExists, however wrapped (see executionExists)
 	CodeUnknownFlow          = -32032 // loom.ErrUnknownFlow
 	CodeSequenceOutOfRange   = -32033 // a sequence past the end of the log
 	CodeInvalidInput         = -32040 // event.ErrInvalidEnvelope: a bad id, event type or JSON value
@@ -162,7 +162,11 @@ func errorFor(err error) (e *Error, internal bool) {
 			map[string]any{"executionId": rng.id, "at": rng.at, "last": rng.last}), false
 	case errors.Is(err, loom.ErrExecutionNotFound):
 		return newError(CodeExecutionNotFound, "no such execution", nil), false
-	case errors.Is(err, loom.ErrExecutionExists):
+	case executionExists(err):
+		// Before every store, journal and context category: a duplicate
+		// start's chain may also hold the *loom.JournalError of the refused
+		// append, or the store's conflict or fencing error, and it is still
+		// a duplicate (nothing of this call ran).
 		return newError(CodeExecutionExists, "an execution with this id exists; nothing ran", nil), false
 	case errors.Is(err, loom.ErrUnknownFlow):
 		return newError(CodeUnknownFlow, "no flow with this id is registered", nil), false
@@ -184,6 +188,19 @@ func errorFor(err error) (e *Error, internal bool) {
 		return newError(CodeConflict, "another writer moved the log; retry", nil), false
 	}
 	return newError(CodeInternal, "internal error", nil), true
+}
+
+// executionExists reports a refused duplicate: loom.ErrExecutionExists
+// anywhere in err's chain, or a store sequence conflict on an append that
+// expected an empty log and found one (the first append of a start or a
+// fork lost to an execution already under that id), however either is
+// wrapped — in a *loom.JournalError, beside a fencing error, in a join.
+func executionExists(err error) bool {
+	if errors.Is(err, loom.ErrExecutionExists) {
+		return true
+	}
+	var sc *store.SequenceConflictError
+	return errors.As(err, &sc) && sc.Expected == 0 && sc.Actual > 0
 }
 
 // refusal renders an ingress gate refusal. The detail the kernel writes for

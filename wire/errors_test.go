@@ -100,3 +100,46 @@ func TestVersionPinsProtocol(t *testing.T) {
 		}
 	}
 }
+
+// TestExecutionExistsWinsOverStoreErrors: a duplicate start (or fork) maps
+// to CodeExecutionExists however its chain is wrapped — inside the
+// *loom.JournalError of the refused append, beside a fencing or sequence
+// conflict error, in a join — and never to CodeStoreFailed or
+// CodeConflict. A conflict on an append that expected an empty log is a
+// duplicate too: the log was there first.
+func TestExecutionExistsWinsOverStoreErrors(t *testing.T) {
+	exists := fmt.Errorf("%w: %q", loom.ErrExecutionExists, "o-1")
+	firstAppend := &store.SequenceConflictError{ExecutionID: "o-1", Expected: 0, Actual: 4}
+	fenced := &store.FencedError{ExecutionID: "o-1", Token: 1, Current: 2}
+	journal := func(err error) error { return &loom.JournalError{ExecutionID: "o-1", Sequence: 0, Err: err} }
+	for name, tc := range map[string]struct {
+		err  error
+		code int
+	}{
+		"journal wraps exists":          {journal(exists), CodeExecutionExists},
+		"exists wraps journal":          {fmt.Errorf("%w: %w", loom.ErrExecutionExists, journal(errors.New("disk"))), CodeExecutionExists},
+		"journal beside exists":         {errors.Join(journal(errors.New("disk")), exists), CodeExecutionExists},
+		"conflict beside exists":        {errors.Join(&store.SequenceConflictError{Expected: 3, Actual: 5}, exists), CodeExecutionExists},
+		"fenced beside exists":          {journal(errors.Join(fenced, exists)), CodeExecutionExists},
+		"journal of a first append":     {journal(firstAppend), CodeExecutionExists},
+		"wrapped journal, first append": {fmt.Errorf("start: %w", journal(fmt.Errorf("append: %w", firstAppend))), CodeExecutionExists},
+		"first append beside fenced":    {journal(errors.Join(fenced, firstAppend)), CodeExecutionExists},
+		"barrier wraps journal, exists": {fmt.Errorf("barrier: %w", journal(exists)), CodeExecutionExists},
+		"deadline beside exists":        {errors.Join(context.DeadlineExceeded, journal(exists)), CodeExecutionExists},
+		"closed beside exists":          {errors.Join(store.ErrClosed, exists), CodeExecutionExists},
+		// Still what they were without a duplicate in the chain.
+		"journal of a later append": {journal(&store.SequenceConflictError{Expected: 7, Actual: 8}), CodeStoreFailed},
+		"journal, disk":             {journal(errors.New("disk")), CodeStoreFailed},
+		"later conflict":            {&store.SequenceConflictError{Expected: 7, Actual: 8}, CodeConflict},
+		"conflict on an empty log":  {&store.SequenceConflictError{Expected: 0, Actual: 0}, CodeConflict},
+		"denied, exists":            {errors.Join(&loom.ExecutionDeniedError{Action: "start"}, exists), CodeDenied},
+	} { //loom:order-independent each case is checked on its own
+		e, _ := errorFor(tc.err)
+		if e.Code != tc.code {
+			t.Errorf("%s (%v): code %d, want %d", name, tc.err, e.Code, tc.code)
+		}
+		if tc.code == CodeExecutionExists && !errors.Is(e, loom.ErrExecutionExists) {
+			t.Errorf("%s: the client-side error does not match loom.ErrExecutionExists", name)
+		}
+	}
+}

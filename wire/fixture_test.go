@@ -1,7 +1,6 @@
 package wire_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -241,12 +240,4 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func compact(s string) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		return s
-	}
-	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/store"
@@ -128,12 +129,14 @@ func Handler(rt *loom.Runtime, opts Options) (http.Handler, error) {
 	return &handler{rt: rt, opts: opts}, nil
 }
 
-// request is a JSON-RPC 2.0 request object as read off the wire.
+// request is a JSON-RPC 2.0 request object as parseRequest read it off the
+// wire (its jsonrpc member checked and dropped).
 type request struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
+	// ID is the id to answer with, valid JSON: nil for a notification.
+	ID     json.RawMessage
+	Method string
+	// Params are the raw params, decoded by decodeParams; nil when absent.
+	Params json.RawMessage
 }
 
 // response is a JSON-RPC 2.0 response object.
@@ -203,9 +206,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveBatch answers a JSON-RPC batch: each request on its own, the
 // responses in request order, notifications without one.
 func (h *handler) serveBatch(ctx context.Context, w http.ResponseWriter, body []byte) {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		h.writeJSON(w, http.StatusOK, errorResponse(nil, newError(CodeParseError, "the body is not JSON", nil)))
+	raw, err := splitBatch(body)
+	if !isJSON(body) || err != nil {
+		h.writeJSON(w, http.StatusOK, errorResponse(nil, newError(CodeParseError,
+			"the body is not JSON: send one JSON-RPC 2.0 request object, or an array of them", nil)))
 		return
 	}
 	if len(raw) == 0 || len(raw) > h.opts.MaxBatch {
@@ -232,47 +236,6 @@ func (h *handler) serveBatch(ctx context.Context, w http.ResponseWriter, body []
 		return
 	}
 	h.writeJSON(w, http.StatusOK, out)
-}
-
-// parseRequest reads one request object. On a refusal the returned request
-// carries the id, when one could be read, to answer with.
-func parseRequest(b []byte) (request, *Error) {
-	var req request
-	if !json.Valid(b) {
-		return req, newError(CodeParseError, "the body is not JSON", nil)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var loose struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.Unmarshal(b, &loose)
-		req.ID = validID(loose.ID)
-		return req, newError(CodeInvalidRequest, "not a JSON-RPC 2.0 request object (jsonrpc, id, method, params)", nil)
-	}
-	switch {
-	case req.ID != nil && validID(req.ID) == nil:
-		return request{}, newError(CodeInvalidRequest, "id must be a string, a number or null", nil)
-	case req.JSONRPC != "2.0":
-		return req, newError(CodeInvalidRequest, `jsonrpc must be "2.0"`, nil)
-	case req.Method == "":
-		return req, newError(CodeInvalidRequest, "method is required", nil)
-	}
-	return req, nil
-}
-
-// validID returns id when it is a string, a number or null, else nil.
-func validID(id json.RawMessage) json.RawMessage {
-	t := bytes.TrimSpace(id)
-	if len(t) == 0 {
-		return nil
-	}
-	switch t[0] {
-	case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		return t
-	}
-	return nil
 }
 
 // call runs one request under the call timeout. notify reports a
@@ -306,17 +269,61 @@ func errorResponse(id json.RawMessage, e *Error) response {
 	return response{JSONRPC: "2.0", ID: id, Error: e}
 }
 
+// writeJSON writes v, a response or a batch of them. What it writes is
+// always valid JSON in valid UTF-8 (see encodeResponse).
 func (h *handler) writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := marshal(v)
-	if err != nil {
-		h.opts.Logger.Error("wire: encoding a response", "error", err)
-		status = http.StatusInternalServerError
-		b = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`)
-	}
+	b := h.encodeResponse(v)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n')) // a failed write is the caller gone: nothing to do
+}
+
+// internalResponse is the answer of last resort, when nothing else encodes.
+const internalResponse = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`
+
+// encodeResponse encodes a response or a batch of them. A response that
+// does not encode as valid JSON in valid UTF-8 — a stored payload that is
+// not UTF-8, say, which encoding/json would copy through raw — is logged
+// and replaced by an internal error with the same id (ids are checked when
+// the request is read), so the JSON-RPC layer never emits invalid JSON; in a
+// batch only that response is replaced.
+func (h *handler) encodeResponse(v any) []byte {
+	b, err := marshalValid(v)
+	if err == nil {
+		return b
+	}
+	h.opts.Logger.Error("wire: encoding a response", "error", err)
+	switch v := v.(type) {
+	case response:
+		if b, err := marshalValid(errorResponse(v.ID, newError(CodeInternal, "internal error", nil))); err == nil {
+			return b
+		}
+	case []response:
+		parts := make([][]byte, len(v))
+		for i, r := range v {
+			parts[i] = h.encodeResponse(r)
+		}
+		return append(append([]byte("["), bytes.Join(parts, []byte(","))...), ']')
+	}
+	return []byte(internalResponse)
+}
+
+// errInvalidOutput refuses to send bytes that are not valid JSON in UTF-8.
+var errInvalidOutput = errors.New("wire: the encoded value is not valid JSON in UTF-8")
+
+// marshalValid is marshal that refuses output other than valid JSON in
+// valid UTF-8: encoding/json copies a json.RawMessage's bytes through
+// without checking their UTF-8.
+func marshalValid(v any) ([]byte, error) {
+	b, err := marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if !utf8.Valid(b) || !json.Valid(b) {
+		return nil, errInvalidOutput
+	}
+	return b, nil
 }
 
 // marshal encodes without HTML escaping, so payloads keep their bytes.

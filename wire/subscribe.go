@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -38,7 +39,8 @@ func (h *handler) serveSubscribe(ctx context.Context, w http.ResponseWriter, r *
 		return
 	}
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
-		if n, err := strconv.ParseInt(last, 10, 64); err == nil && n >= 0 && n+1 > p.From {
+		// n+1 is written without overflow: no log reaches math.MaxInt64.
+		if n, err := strconv.ParseInt(last, 10, 64); err == nil && n >= p.From && n < math.MaxInt64 {
 			p.From = n + 1
 		}
 	}
@@ -108,8 +110,11 @@ func (h *handler) serveSubscribe(ctx context.Context, w http.ResponseWriter, r *
 
 // envelopeFrame renders one envelope as an SSE event: its sequence as the
 // event id, "envelope" as the event name, its JSON on one data line.
+// An envelope that does not encode as valid JSON in UTF-8 (a store holding
+// bytes it should have refused) is an error: the stream then ends with an
+// internal-error event rather than carry invalid JSON.
 func envelopeFrame(e event.Envelope) (string, error) {
-	b, err := marshal(e)
+	b, err := marshalValid(e)
 	if err != nil {
 		return "", err
 	}
@@ -118,7 +123,10 @@ func envelopeFrame(e event.Envelope) (string, error) {
 
 // errorFrame renders a JSON-RPC error object as the stream's last event.
 func errorFrame(e *Error) string {
-	b, _ := marshal(e) // an *Error always encodes
+	b, err := marshalValid(e)
+	if err != nil { // never for the errors this package builds
+		b = []byte(`{"code":-32603,"message":"internal error"}`)
+	}
 	return "event: error\ndata: " + string(b) + "\n\n"
 }
 

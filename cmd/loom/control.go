@@ -53,6 +53,10 @@ func (r *remote) reach(err error) error {
 	if errors.As(err, &we) {
 		return err
 	}
+	if errors.Is(err, wire.ErrInvalidUTF8) {
+		return usagef("an argument or JSON flag is not valid UTF-8 (or its JSON holds a lone surrogate escape such as \\udc00): " +
+			"pass ids, event types, reasons and JSON as UTF-8 text; nothing was sent")
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("the app at %s did not answer within --timeout %s; the call may still have taken effect: check with loom state or loom logs", r.addr, r.timeout)
 	}

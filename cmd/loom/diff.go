@@ -24,7 +24,8 @@ func (c *cli) diffCommand() *cobra.Command {
 		Short: "Show what changed in the folded state between two sequences",
 		Long: `diff folds an execution at two sequences and lists what changed between
 them, as JSON Pointer paths into the canonical state: added (+), removed (-)
-and changed (~) values. --to defaults to the last event.`,
+and changed (~) values. --to defaults to the last event. A sequence past
+the end of the log is refused (exit 4), saying where it ends.`,
 		Args: c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if !cmd.Flags().Changed("from") {

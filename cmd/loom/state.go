@@ -2,14 +2,17 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/inspect"
 )
 
 func (c *cli) stateCommand() *cobra.Command {
@@ -22,6 +25,8 @@ func (c *cli) stateCommand() *cobra.Command {
 		Short: "Show an execution's folded state, now or at any sequence",
 		Long: `state folds an execution's log — from the nearest snapshot, like the
 runtime — and shows the state after the event at --at (default: the last).
+An --at past the end of the log is refused (exit 4), saying where it ends;
+a negative one is a usage error.
 --json prints the canonical JSON (fold.Encode), byte-identical on every
 conforming kernel; otherwise a summary: status, input and output, the gate it
 is parked on, its lineage, steps, decisions and approvals.`,
@@ -56,9 +61,18 @@ func (c *cli) state(s *openedStore, id string, at int64) error {
 	return c.summarize(s, id, st)
 }
 
-// stateAt is Source.StateAt with messages that say what to do.
+// stateAt is Source.StateAt with messages that say what to do. A negative
+// at means the latest state. A sequence past the end of the log — up to
+// math.MaxInt64 — is refused (exit 4) naming where the log really ends: the
+// store is asked for at most math.MaxInt64-1, so the read's bound at+1
+// cannot overflow into a negative one (which made --at 9223372036854775807
+// report the snapshot's sequence as the end, or no execution at all). No log
+// reaches either sequence, so the answer is the same.
 func (c *cli) stateAt(s *openedStore, id string, at int64) (fold.State, error) {
-	st, err := s.StateAt(c.ctx, id, at)
+	st, err := s.StateAt(c.ctx, id, min(at, math.MaxInt64-1))
+	if se, ok := errors.AsType[*inspect.SequenceError](err); ok {
+		err = &inspect.SequenceError{ExecutionID: se.ExecutionID, At: at, Last: se.Last}
+	}
 	if err != nil {
 		return fold.State{}, c.explain(s, id, err)
 	}

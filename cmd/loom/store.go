@@ -8,17 +8,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, for the read-only schema probe
 
 	"github.com/loom-kernel/loom/inspect"
 	"github.com/loom-kernel/loom/plugins/sqlite"
 )
-
-// followInterval is how often a follower re-reads a log another process
-// writes (logs --follow, the inspector's live view).
-const followInterval = 200 * time.Millisecond
 
 // openedStore is a store opened for reading, and how to close it.
 type openedStore struct {
@@ -44,8 +39,9 @@ func openStore(ctx context.Context, spec string) (*openedStore, error) {
 // openSQLite opens a Loom SQLite file without writing to it: the file must
 // exist and hold a Loom schema, checked through a read-only connection
 // before the plugin opens it (the plugin would create, and migrate, any file
-// it is given). Its subscriptions are woken only by appends through the same
-// DB, never by another process's, so followers poll (inspect.PollingFollow).
+// it is given). Followers (logs --follow, the inspector's live view) use the
+// store's own subscriptions, which see the appends of the app's process
+// through the plugin's data_version poller (sqlite.ChangePollInterval).
 func openSQLite(ctx context.Context, path string) (*openedStore, error) {
 	info, err := os.Stat(path)
 	switch {
@@ -70,7 +66,7 @@ func openSQLite(ctx context.Context, path string) (*openedStore, error) {
 	events := db.EventStore()
 	return &openedStore{
 		Source: inspect.Source{Events: events, Snapshots: db.SnapshotStore(), Branches: db.BranchRegistry(),
-			Follow: inspect.PollingFollow(events, followInterval)},
+			Follow: events.Subscribe},
 		name:  path,
 		close: db.Close,
 	}, nil

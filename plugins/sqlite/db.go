@@ -36,6 +36,9 @@ type DB struct {
 	reads *readStmts
 	w     *writer            // the write connection and its group commit
 	wake  *store.Broadcaster // wakes subscribers after commits
+	// changes wakes them after commits of other connections, while any
+	// subscription is open.
+	changes *changePoller
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -44,8 +47,9 @@ type DB struct {
 
 // Open opens (creating if needed) the database file at path, switches it to
 // WAL mode, sets the writer's synchronous level, applies the pending schema
-// migrations and prepares the read statements. It starts no goroutine. It
-// fails with *SchemaVersionError when
+// migrations and prepares the read statements. It starts no goroutine of
+// its own until a subscription opens (see EventStore.Subscribe). It fails
+// with *SchemaVersionError when
 // the file was written by a newer schema than this code knows, and with
 // ErrInvalidOption for a bad option; on any failure nothing stays open.
 func Open(path string, opts ...Option) (*DB, error) {
@@ -85,6 +89,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 		return nil, errors.Join(err, db.read.Close(), wc.Close(), db.write.Close())
 	}
 	db.w = newWriter(wc, db.wake)
+	db.changes = newChangePoller(readerDSN(path, o), ChangePollInterval, db.wake)
 	return db, nil
 }
 
@@ -162,11 +167,13 @@ func (db *DB) WriteStats() WriteStats { return db.w.stats() }
 
 // Close waits for the writes already queued to commit, then closes every
 // connection and detaches every view; later calls on the DB or any of its
-// views return store.ErrClosed, and subscriptions end with it. A second
+// views return store.ErrClosed, and subscriptions end with it. The poller
+// of other connections' commits has exited when Close returns. A second
 // Close returns the first one's result.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		db.closed.Store(true)
+		db.changes.close()
 		werr := db.w.close()
 		db.wake.NotifyAll()
 		db.closeErr = errors.Join(werr, db.reads.close(), db.read.Close(), db.write.Close())

@@ -67,6 +67,18 @@
 // Reads (ReadFrom, listings, snapshot loads, refs) use a separate pool of
 // query-only connections, which WAL lets run beside the writer.
 //
+// # Following a log
+//
+// EventStore.Subscribe follows a log with catch-up. A commit through the
+// same DB wakes its subscribers at once. A commit by another connection to
+// the file — another process, or another DB in this one — cannot notify
+// them, so while a DB has subscriptions it polls PRAGMA data_version (which
+// changes exactly when another connection has committed) every
+// ChangePollInterval on one connection of its own, one poller per DB
+// however many subscriptions, and on a change wakes every subscriber to
+// re-read its log. The poller starts with the first subscription, stops
+// with the last, and DB.Close waits for it.
+//
 // # Schema
 //
 // Tables are created by versioned migrations recorded in schema_migrations,

@@ -171,9 +171,16 @@ func (s *EventStore) ListExecutions(ctx context.Context, after string, limit int
 func (s *EventStore) Close() error { return s.close() }
 
 // Subscribe implements store.Subscriber: it delivers the events of
-// executionID from from on, first those stored, then each one as soon as the
-// commit that wrote it returns. It ends when ctx ends or the subscription is
-// closed (Err nil), or when s or its DB is closed (Err store.ErrClosed).
+// executionID from from on, first those stored, then each new one once
+// committed — whoever appended it. An append through this DB (any of its
+// views) wakes the subscription as soon as its commit returns. An append
+// by another connection to the same file — another DB in this process or
+// another process — is seen through the DB's one poller of PRAGMA
+// data_version, every ChangePollInterval (50 ms) while any subscription of
+// the DB is open, so it arrives within about that interval; on each change
+// the poller sees, every open subscription re-reads its log once (one
+// indexed read). The subscription ends when ctx ends or it is closed (Err
+// nil), or when s or its DB is closed (Err store.ErrClosed).
 func (s *EventStore) Subscribe(ctx context.Context, executionID string, from int64) (*store.Subscription, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -181,9 +188,18 @@ func (s *EventStore) Subscribe(ctx context.Context, executionID string, from int
 	if from < 0 {
 		from = 0
 	}
+	unfollow, err := s.db.changes.follow()
+	if err != nil {
+		return nil, err
+	}
 	read := func(ctx context.Context, next int64) ([]event.Envelope, error) {
 		return s.ReadFrom(ctx, executionID, next)
 	}
 	wait := func() <-chan struct{} { return s.db.wake.Wait(executionID) }
-	return store.Follow(ctx, read, wait, from), nil
+	sub := store.Follow(ctx, read, wait, from)
+	go func() {
+		_ = sub.Err() // returns once the subscription has ended, for any reason
+		unfollow()
+	}()
+	return sub, nil
 }
