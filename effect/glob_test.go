@@ -198,7 +198,6 @@ func TestGlobMatchesReferenceLongPieces(t *testing.T) {
 // referenceMatch is the O(n·m) dynamic program over characters, an invalid
 // byte being one character that only '?' and '*' match.
 func referenceMatch(pattern, subject string) bool {
-	p := []rune(pattern)
 	var s []rune
 	for i := 0; i < len(subject); {
 		c, n := utf8.DecodeRuneInString(subject[i:])
@@ -211,7 +210,7 @@ func referenceMatch(pattern, subject string) bool {
 	// ok[j] reports whether p[:i] matches s[:j], row by row.
 	ok := make([]bool, len(s)+1)
 	ok[0] = true
-	for _, c := range p {
+	for _, c := range pattern {
 		next := make([]bool, len(s)+1)
 		if c == '*' {
 			next[0] = ok[0]

@@ -53,12 +53,6 @@ func (f *fields) dayMatches(c time.Time) bool {
 	return domMatch || dowMatch
 }
 
-// matches reports whether the civil (UTC-represented wall) time c matches.
-func (f *fields) matches(c time.Time) bool {
-	return has(f.month, int(c.Month())) && f.dayMatches(c) &&
-		has(f.hour, c.Hour()) && has(f.minute, c.Minute()) && has(f.second, c.Second())
-}
-
 // nextMatch returns the first matching wall time at or after c (a whole
 // second, UTC-represented), or false when there is none within searchYears.
 // Each step jumps to the start of the next month or day, or straight to the

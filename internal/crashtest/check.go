@@ -253,10 +253,10 @@ func recoverRun(ctx context.Context, s Stores, c Case, w *World, logs *logBuffer
 	defer rt.Close()
 	n, err := rt.Recover(ctx)
 	if err != nil {
-		return b, fmt.Errorf("Recover: %w", err)
+		return b, fmt.Errorf("runtime B's Recover: %w", err)
 	}
 	if want := fold.Fold(a.log).Status == fold.StatusRunning; (n == 1) != want || n > 1 {
-		return b, fmt.Errorf("Recover re-drove %d executions; the crashed log is %s", n, fold.Fold(a.log).Status)
+		return b, fmt.Errorf("runtime B's Recover re-drove %d executions; the crashed log is %s", n, fold.Fold(a.log).Status)
 	}
 	st, err := rt.WaitForSuspend(ctx, ExecutionID)
 	if err == nil && parkedOn(st) == fold.GateInDoubt {

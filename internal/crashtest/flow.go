@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"sync/atomic"
 
 	"github.com/loom-kernel/loom"
@@ -95,16 +94,6 @@ func (c *Counters) Snapshot() map[string]int64 {
 		out[id] = n.Load()
 	}
 	return out
-}
-
-// ids returns the counted ids, sorted, for deterministic reports.
-func (c *Counters) ids() []string {
-	ids := make([]string, 0, len(c.n))
-	for id := range c.n { //loom:sorted below
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }
 
 // counted defines a step that counts its invocation and computes f. Its

@@ -112,9 +112,6 @@ func openTestDB(t testing.TB, edit ...func(*Options)) *DB {
 	return openDB(t, newSchema(t), edit...)
 }
 
-// envelope returns a valid single event of exec at seq.
-func envelope(exec string, seq int64) event.Envelope { return writertest.Batch(exec, seq, 1)[0] }
-
 // batch returns n contiguous envelopes of exec from seq.
 func batch(exec string, from int64, n int) []event.Envelope { return writertest.Batch(exec, from, n) }
 

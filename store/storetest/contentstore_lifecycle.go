@@ -65,10 +65,10 @@ func writeContent(ctx context.Context, s store.ContentStore, shared []byte, shar
 		}{{shared, sharedRef}, {own, ownRef}} {
 			ref, err := s.Put(ctx, bytes.Clone(b.data))
 			if err != nil {
-				return fmt.Errorf("Put: %w", err)
+				return fmt.Errorf("Put(%d bytes): %w", len(b.data), err)
 			}
 			if ref != b.ref {
-				return fmt.Errorf("Put = %q, want %q", ref, b.ref)
+				return fmt.Errorf("Put(%d bytes) = %q, want %q", len(b.data), ref, b.ref)
 			}
 			got, err := s.Get(ctx, ref)
 			if err != nil {

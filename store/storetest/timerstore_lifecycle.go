@@ -131,7 +131,7 @@ func writeTimers(ctx context.Context, s store.TimerStore, w int) error {
 			return fmt.Errorf("Delete(%q, %d) = %v, %v; want true, nil", tm.Key, tm.WakeAt, ok, err)
 		}
 		if _, err := s.Due(ctx, int64(i), 8); err != nil {
-			return fmt.Errorf("Due: %w", err)
+			return fmt.Errorf("Due(%d, 8): %w", i, err)
 		}
 	}
 	return nil
