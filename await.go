@@ -36,7 +36,10 @@ func (rt *Runtime) WaitForCompletion(ctx context.Context, id string) (Result, er
 
 // WaitForChain follows a chain of continue-as-new links from id and waits
 // for the execution that ends it (completed, failed or cancelled); a
-// successor not started yet is waited for.
+// successor not started yet is waited for. It follows at most
+// MaxChainWaitHops links in one call, then returns the continued result it
+// reached with *ChainTooLongError: call it again from
+// Result.State.Variables.ContinuedTo to go on.
 func (rt *Runtime) WaitForChain(ctx context.Context, id string) (Result, error) {
 	ctx = context.WithValue(ctx, awaitMissingKey{}, true)
 	for hops := 0; ; hops++ {
@@ -44,9 +47,16 @@ func (rt *Runtime) WaitForChain(ctx context.Context, id string) (Result, error) 
 		if err != nil || res.Status != fold.StatusContinued || res.State.Variables.ContinuedTo == "" {
 			return res, err
 		}
+		if hops+1 >= MaxChainWaitHops {
+			return res, &ChainTooLongError{ExecutionID: id, Hops: MaxChainWaitHops}
+		}
 		id = res.State.Variables.ContinuedTo
 	}
 }
+
+// MaxChainWaitHops bounds the continue-as-new links one WaitForChain
+// follows.
+const MaxChainWaitHops = 10_000
 
 type awaitMissingKey struct{}
 
@@ -83,8 +93,11 @@ func (rt *Runtime) waitFor(ctx context.Context, id string, untilDriveEnds bool, 
 	if err := rt.authorize(ctx, "query", id, "", true); err != nil {
 		return fold.State{}, err
 	}
-	// Driven here: the drive's own end is the cheapest signal.
-	if x := rt.liveExecution(id); x != nil && untilDriveEnds {
+	// Driven here: the drive's own end is the cheapest signal, and the only
+	// one of a drive that stops without an outcome (nothing more reaches the
+	// log then, so following it alone would wait forever).
+	x := rt.liveExecution(id)
+	if x != nil && untilDriveEnds {
 		select {
 		case <-x.done:
 		case <-ctx.Done():
@@ -107,6 +120,14 @@ func (rt *Runtime) waitFor(ctx context.Context, id string, untilDriveEnds bool, 
 	if ok, err := done(f.Peek()); ok || err != nil {
 		return f.State(), err
 	}
+	if x != nil && isDone(x.done) && x.abortErr != nil {
+		return fold.State{}, x.abortErr
+	}
+	if x == nil {
+		if err := rt.abortOf(id); err != nil {
+			return fold.State{}, err
+		}
+	}
 	sub, ok := rt.cfg.Events.(store.Subscriber)
 	if !ok {
 		return fold.State{}, fmt.Errorf("loom: waiting needs an event store that implements store.Subscriber")
@@ -116,23 +137,64 @@ func (rt *Runtime) waitFor(ctx context.Context, id string, untilDriveEnds bool, 
 		return fold.State{}, err
 	}
 	defer s.Close()
-	for e := range s.Events() {
-		f.Apply(e)
-		if ok, err := done(f.Peek()); ok || err != nil {
-			return f.State(), err
+	var driveEnded <-chan struct{}
+	if x != nil {
+		driveEnded = x.done
+	}
+	for {
+		select {
+		case e, ok := <-s.Events():
+			if !ok {
+				if err := s.Err(); err != nil {
+					return fold.State{}, err
+				}
+				return fold.State{}, ctx.Err()
+			}
+			if err := f.ApplyChecked(e); err != nil {
+				return fold.State{}, err
+			}
+			if ok, err := done(f.Peek()); ok || err != nil {
+				return f.State(), err
+			}
+		case <-driveEnded:
+			driveEnded = nil
+			if x.abortErr == nil {
+				continue // it parked or ended: the log says how
+			}
+			// The drive stopped without an outcome. What it made durable
+			// first still counts.
+			tail, err := rt.cfg.Events.ReadFrom(ctx, id, f.Peek().Sequence+1)
+			if err != nil {
+				return fold.State{}, err
+			}
+			for _, e := range tail {
+				if err := f.ApplyChecked(e); err != nil {
+					return fold.State{}, err
+				}
+				if ok, err := done(f.Peek()); ok || err != nil {
+					return f.State(), err
+				}
+			}
+			return fold.State{}, x.abortErr
 		}
 	}
-	if err := s.Err(); err != nil {
-		return fold.State{}, err
+}
+
+// isDone reports whether ch is closed.
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
-	return fold.State{}, ctx.Err()
 }
 
 func errorMessage(raw json.RawMessage) string {
 	var e struct {
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
+	if unmarshalRecorded(raw, &e) == nil && e.Message != "" {
 		return e.Message
 	}
 	return string(raw)

@@ -82,7 +82,7 @@ type Config struct {
 	// ResumeAuthenticator, when set, verifies who resumes; its verdict is
 	// recorded as APPROVAL_GRANTED (K12).
 	ResumeAuthenticator ResumeAuthenticator
-	// Authorizer, when set, gates start, resume, cancel and query
+	// Authorizer, when set, gates start, resume, cancel, query and send
 	// (EXECUTION_DENIED).
 	Authorizer ExecutionAuthorizer
 	// Clock stamps envelopes and answers loom.Now (default the system clock).
@@ -164,7 +164,7 @@ type ExecutionAuthorizer interface {
 
 // AuthzRequest describes an action to authorize.
 type AuthzRequest struct {
-	Action      string // "start", "resume", "cancel", "query"
+	Action      string // "start", "resume", "cancel", "query", "send"
 	ExecutionID string
 	FlowID      string
 	Principal   any // from WithPrincipal on the caller's context

@@ -9,10 +9,11 @@ import (
 	"github.com/loom-kernel/loom/fold"
 )
 
-// Context is the syscall surface a flow sees (spec §2): Execute/Run,
-// Decide, Parallel, Suspend, Emit/Stream and NegotiateBudget. Every durable
-// syscall first consults the folded log, so a replay serves what already
-// happened and runs only what did not.
+// Context is the syscall surface a flow sees (spec §2, KernelSyscalls):
+// Execute/Run, Decide, Parallel, Suspend, Sleep/SleepUntil, Emit/Stream,
+// NegotiateBudget, ContinueAsNew, Receive and Select — plus the recorded
+// helpers Now and Random. Every durable syscall first consults the folded
+// log, so a replay serves what already happened and runs only what did not.
 //
 // A Context is bound to one run of one execution. Call its syscalls from the
 // flow's goroutine or from a Parallel branch, never from goroutines of your

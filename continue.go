@@ -47,7 +47,11 @@ func (c *Context) ContinueAsNew(input any) error {
 		return fmt.Errorf("loom: continueAsNew input: %w", err)
 	}
 	st := r.j.State()
-	link := chainLink{ID: chainOf(r.x.id, st), Index: chainIndex(st) + 1}
+	index, err := chainIndex(st)
+	if err != nil {
+		return err
+	}
+	link := chainLink{ID: chainOf(r.x.id, st), Index: index + 1}
 	carry, err := json.Marshal(map[string]any{"resources": st.Variables.Resources, "inbox": st.Variables.Inbox})
 	if err != nil {
 		return err
@@ -65,12 +69,15 @@ func (c *Context) ContinueAsNew(input any) error {
 	return nil
 }
 
-func chainIndex(st fold.State) int {
+// chainIndex is the execution's position in its continue-as-new chain.
+func chainIndex(st fold.State) (int, error) {
 	var link chainLink
 	if len(st.Variables.Chain) > 0 {
-		_ = json.Unmarshal(st.Variables.Chain, &link)
+		if err := unmarshalRecorded(st.Variables.Chain, &link); err != nil {
+			return 0, fmt.Errorf("loom: continueAsNew: the recorded chain is unreadable: %w", err)
+		}
 	}
-	return link.Index
+	return link.Index, nil
 }
 
 // startSuccessor starts the execution a continued one handed over to; a
@@ -102,7 +109,7 @@ func (rt *Runtime) recoverSuccessor(ctx context.Context, id string, flow *Flow, 
 		return false, err
 	}
 	var s successor
-	if err := json.Unmarshal(last[0].Payload, &s); err != nil {
+	if err := unmarshalRecorded(last[0].Payload, &s); err != nil {
 		return false, err
 	}
 	rt.startSuccessor(ctx, id, flow, &s)

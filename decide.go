@@ -77,7 +77,7 @@ func Now(ctx *Context) time.Time {
 		return ctx.drive.rt.cfg.Clock.Now().UnixMilli(), nil
 	}, nil)
 	var ms int64
-	if err != nil || json.Unmarshal(raw, &ms) != nil {
+	if err != nil || unmarshalRecorded(raw, &ms) != nil {
 		panic(fmt.Sprintf("loom: recorded time is unreadable: %v", err))
 	}
 	return time.UnixMilli(ms)
@@ -95,7 +95,7 @@ func Random(ctx *Context) *mrand.Rand {
 		return []uint64{binary.LittleEndian.Uint64(b[:8]) >> 11, binary.LittleEndian.Uint64(b[8:]) >> 11}, nil
 	}, nil)
 	var seed []uint64
-	if err != nil || json.Unmarshal(raw, &seed) != nil || len(seed) != 2 {
+	if err != nil || unmarshalRecorded(raw, &seed) != nil || len(seed) != 2 {
 		panic(fmt.Sprintf("loom: recorded seed is unreadable: %v", err))
 	}
 	return mrand.New(mrand.NewPCG(seed[0], seed[1]))
@@ -126,7 +126,7 @@ func (c *Context) NegotiateBudget(req BudgetRequest) (float64, error) {
 		return 0, err
 	}
 	var grant float64
-	if err := json.Unmarshal(raw, &grant); err != nil {
+	if err := unmarshalRecorded(raw, &grant); err != nil {
 		return 0, fmt.Errorf("loom: budget grant unreadable: %w", err)
 	}
 	return grant, nil

@@ -1,6 +1,7 @@
 package loom
 
 import (
+	"strconv"
 	"sync"
 
 	"github.com/loom-kernel/loom/fold"
@@ -52,6 +53,20 @@ func (r *drive) endBlock(b *idSet) {
 	}
 	r.mu.Lock()
 	msg := r.div.BlockSteps(b.ids)
+	report := r.div.Report(msg)
+	r.mu.Unlock()
+	if report {
+		r.reportDivergence(msg)
+	}
+}
+
+// observeGate reports a recorded gate answer served to another gate than
+// the one it answered: the re-run reached a gate the log does not have
+// there.
+func (r *drive) observeGate(gate string, entry fold.ResumeEntry) {
+	msg := "gate " + strconv.Quote(gate) + " reached where the log's answer (sequence " +
+		strconv.FormatInt(entry.Seq, 10) + ") is for gate " + strconv.Quote(entry.EventType)
+	r.mu.Lock()
 	report := r.div.Report(msg)
 	r.mu.Unlock()
 	if report {

@@ -214,6 +214,9 @@ func (r *drive) runBody(input json.RawMessage) outcome {
 		return r.finish(event.ExecutionFailed, map[string]any{"error": errorPayload(err)}, fold.StatusFailed)
 	}
 	raw, merr := json.Marshal(out)
+	if merr == nil {
+		merr = event.ValidateExact("output", raw)
+	}
 	if merr != nil {
 		return r.finish(event.ExecutionFailed, map[string]any{"error": errorPayload(fmt.Errorf("encoding output: %w", merr))}, fold.StatusFailed)
 	}

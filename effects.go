@@ -132,6 +132,9 @@ func (r *drive) effectEmit(c *Context, ec *effect.Context, typ string, payload a
 		return &EmitRefusedError{EventType: typ, Reason: "payload has no JSON form: " + err.Error()}
 	}
 	raw = orNull(raw)
+	if err := event.ValidateExact("payload", raw); err != nil {
+		return &EmitRefusedError{EventType: typ, Reason: err.Error()}
+	}
 	if typ == event.DecisionRecorded {
 		if raw, err = namespacedDecision(ec, raw); err != nil {
 			return err
@@ -151,7 +154,7 @@ func (r *drive) effectEmit(c *Context, ec *effect.Context, typ string, payload a
 func namespacedDecision(ec *effect.Context, raw json.RawMessage) (json.RawMessage, error) {
 	var p map[string]json.RawMessage
 	var id string
-	if json.Unmarshal(raw, &p) != nil || json.Unmarshal(p["decisionId"], &id) != nil || id == "" {
+	if unmarshalRecorded(raw, &p) != nil || unmarshalRecorded(p["decisionId"], &id) != nil || id == "" {
 		return nil, &EmitRefusedError{EventType: event.DecisionRecorded, Reason: "payload must be an object with a decisionId"}
 	}
 	if strings.HasPrefix(id, reservedPrefix) {

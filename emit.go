@@ -37,6 +37,9 @@ func (c *Context) emit(eventType string, payload any) error {
 		return &EmitRefusedError{EventType: eventType, Reason: "payload has no JSON form: " + err.Error()}
 	}
 	raw = orNull(raw)
+	if err := event.ValidateExact("payload", raw); err != nil {
+		return &EmitRefusedError{EventType: eventType, Reason: err.Error()}
+	}
 	r := c.drive
 	var verr error
 	c.state(func(s *fold.State) { verr = validateUserspaceEmit(eventType, raw, s) })
@@ -79,7 +82,7 @@ func validateUserspaceEmit(typ string, raw json.RawMessage, s *fold.State) error
 	switch typ {
 	case event.ResourceMetered:
 		var p map[string]json.RawMessage
-		if json.Unmarshal(raw, &p) != nil {
+		if unmarshalRecorded(raw, &p) != nil {
 			return refuse("payload must be an object")
 		}
 		for _, dim := range []string{"tokens", "costUsd", "ms", "memBytes", "wallMs", "netBytes"} {
@@ -89,7 +92,7 @@ func validateUserspaceEmit(typ string, raw json.RawMessage, s *fold.State) error
 		}
 		if custom, ok := p["custom"]; ok {
 			var m map[string]float64
-			if json.Unmarshal(custom, &m) != nil {
+			if unmarshalRecorded(custom, &m) != nil {
 				return refuse("custom must map names to numbers")
 			}
 			for k, v := range m { //loom:order-independent validation only
@@ -102,12 +105,12 @@ func validateUserspaceEmit(typ string, raw json.RawMessage, s *fold.State) error
 		var p struct {
 			Reason json.RawMessage `json:"reason"`
 		}
-		if json.Unmarshal(raw, &p) != nil {
+		if unmarshalRecorded(raw, &p) != nil {
 			return refuse("payload must be an object")
 		}
 		if p.Reason != nil {
 			var reason string
-			if json.Unmarshal(p.Reason, &reason) != nil || len(reason) > fold.MaxReasonBytes {
+			if unmarshalRecorded(p.Reason, &reason) != nil || len(reason) > fold.MaxReasonBytes {
 				return refuse("reason must be a string of at most 512 bytes")
 			}
 		}
@@ -123,7 +126,7 @@ func validateUserspaceDecision(raw json.RawMessage, s *fold.State) error {
 		DecisionID string          `json:"decisionId"`
 		Choice     json.RawMessage `json:"choice"`
 	}
-	if json.Unmarshal(raw, &p) != nil || p.DecisionID == "" {
+	if unmarshalRecorded(raw, &p) != nil || p.DecisionID == "" {
 		return refuse("payload must be an object with a decisionId")
 	}
 	if strings.HasPrefix(p.DecisionID, reservedPrefix) || p.DecisionID == fold.ProtoKey {
@@ -143,7 +146,7 @@ func sameJSON(a, b json.RawMessage) bool {
 
 func validMeteredJSON(raw json.RawMessage) bool {
 	var v float64
-	return json.Unmarshal(raw, &v) == nil && validMetered(v)
+	return unmarshalRecorded(raw, &v) == nil && validMetered(v)
 }
 
 func validMetered(v float64) bool {

@@ -289,3 +289,17 @@ type SimulationRefusedError struct{ StepID string }
 func (e *SimulationRefusedError) Error() string {
 	return "loom: step " + strconv.Quote(e.StepID) + " has side effects and no simulation"
 }
+
+// ChainTooLongError stops a WaitForChain that followed MaxChainWaitHops
+// continue-as-new links without reaching the chain's end. The Result
+// returned beside it is the last continued execution reached; wait again
+// from its successor.
+type ChainTooLongError struct {
+	ExecutionID string // the last continued execution reached
+	Hops        int
+}
+
+func (e *ChainTooLongError) Error() string {
+	return "loom: the chain is still continuing after " + strconv.Itoa(e.Hops) + " links (last " +
+		strconv.Quote(e.ExecutionID) + "); call WaitForChain again from its successor"
+}

@@ -3,6 +3,7 @@ package loom_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/loom-kernel/loom"
@@ -94,4 +95,59 @@ func ExampleParallel() {
 	res, _ := rt.WaitForCompletion(context.Background(), id)
 	fmt.Println(string(res.Output))
 	// Output: [4,9,16]
+}
+
+// A loop gives every iteration its own step id with Iter: the id is what
+// replay serves an outcome by.
+func ExampleStep_Iter() {
+	double := loom.NewStep("double", func(ctx context.Context, n int) (int, error) { return 2 * n, nil })
+	flow := loom.NewFlow("doubles", func(ctx *loom.Context, n int) ([]int, error) {
+		var out []int
+		for i := 1; i <= n; i++ {
+			v, err := loom.Run(ctx, double.Iter(i), i) // "double#1", "double#2", …
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	})
+	rt, _ := loom.New(loom.Config{Events: memstore.NewEventStore(), Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	ctx := context.Background()
+	id, _ := rt.Start(ctx, "doubles", 3)
+	res, _ := rt.WaitForCompletion(ctx, id)
+	fmt.Println(string(res.Output))
+	// Output: [2,4,6]
+}
+
+// WithCompatibleFingerprints lets new code take over executions recorded
+// under an older fingerprint, once it replays their logs unchanged; without
+// it they are refused with *FlowCodeMismatchError.
+func ExampleWithCompatibleFingerprints() {
+	body := func(ctx *loom.Context, _ struct{}) (bool, error) { return loom.Suspend[bool](ctx, "ok") }
+	events := memstore.NewEventStore()
+	ctx := context.Background()
+
+	v1, _ := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{loom.NewFlow("f", body, loom.WithCodeFingerprint("v1"))}})
+	id, _ := v1.Start(ctx, "f", nil)
+	_, _ = v1.WaitForSuspend(ctx, id)
+	_ = v1.Close()
+
+	strict, _ := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{loom.NewFlow("f", body, loom.WithCodeFingerprint("v2"))}})
+	err := strict.Resume(ctx, id, loom.ResumeEvent{EventType: "ok", Payload: json.RawMessage("true")})
+	var mismatch *loom.FlowCodeMismatchError
+	fmt.Println(errors.As(err, &mismatch), mismatch.Recorded, mismatch.Registered)
+	_ = strict.Close()
+
+	compatible, _ := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{
+		loom.NewFlow("f", body, loom.WithCodeFingerprint("v2"), loom.WithCompatibleFingerprints("v1"))}})
+	defer compatible.Close()
+	fmt.Println(compatible.Resume(ctx, id, loom.ResumeEvent{EventType: "ok", Payload: json.RawMessage("true")}))
+	res, _ := compatible.WaitForCompletion(ctx, id)
+	fmt.Println(res.Status, string(res.Output))
+	// Output:
+	// true v1 v2
+	// <nil>
+	// completed true
 }

@@ -34,6 +34,9 @@ func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 		return nil, err
 	}
 	in, err := marshalPayload(input)
+	if err == nil {
+		err = event.ValidateExact("input", in)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("loom: step %q: encoding input: %w", t.ID, err)
 	}
@@ -117,6 +120,11 @@ func (r *drive) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) 
 	}
 	if err == nil && !json.Valid(out) {
 		err = fmt.Errorf("effect %q returned invalid JSON", t.ID)
+	}
+	if err == nil {
+		if xerr := event.ValidateExact("output", out); xerr != nil {
+			err = fmt.Errorf("effect %q returned JSON the log cannot hold: %w", t.ID, xerr)
+		}
 	}
 	if err == nil {
 		r.endLive(false)

@@ -144,7 +144,7 @@ func (rt *Runtime) copyPrefix(ctx context.Context, from, to string, through int6
 func parentChain(s fold.State) ([]forkLink, error) {
 	var chain []forkLink
 	if len(s.Variables.ForkChain) > 0 {
-		if err := json.Unmarshal(s.Variables.ForkChain, &chain); err != nil {
+		if err := unmarshalRecorded(s.Variables.ForkChain, &chain); err != nil {
 			return nil, fmt.Errorf("loom: the recorded fork lineage is unreadable: %w", err)
 		}
 	}

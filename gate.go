@@ -35,7 +35,10 @@ func checkEdge(id string, ev ResumeEvent) error {
 		return &event.PayloadTooLargeError{Field: "payload", Size: len(ev.Payload), Limit: MaxResumePayloadBytes}
 	}
 	if len(ev.Payload) > 0 {
-		return event.Validate(event.Envelope{ID: "x", ExecutionID: id, Type: ev.EventType, Payload: ev.Payload}, event.Limits{MaxPayloadBytes: MaxResumePayloadBytes})
+		if err := event.Validate(event.Envelope{ID: "x", ExecutionID: id, Type: ev.EventType, Payload: ev.Payload}, event.Limits{MaxPayloadBytes: MaxResumePayloadBytes}); err != nil {
+			return err
+		}
+		return event.ValidateExact("payload", ev.Payload)
 	}
 	return nil
 }

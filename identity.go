@@ -3,6 +3,7 @@ package loom
 import (
 	"encoding/json"
 
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 )
 
@@ -77,5 +78,5 @@ func present(raw json.RawMessage) json.RawMessage {
 
 // unmarshalRecorded decodes a recorded payload with exact member names.
 func unmarshalRecorded(raw json.RawMessage, v any) error {
-	return json.Unmarshal(raw, v) // TODO: event.UnmarshalExact
+	return event.UnmarshalExact(raw, v)
 }

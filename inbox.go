@@ -50,7 +50,7 @@ func chainOf(id string, st fold.State) string {
 		ID string `json:"id"`
 	}
 	if len(st.Variables.ForkChain) == 0 && len(st.Variables.Chain) > 0 &&
-		json.Unmarshal(st.Variables.Chain, &chain) == nil && chain.ID != "" {
+		unmarshalRecorded(st.Variables.Chain, &chain) == nil && chain.ID != "" {
 		return chain.ID
 	}
 	return id

@@ -138,7 +138,7 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 		// Under the claim, fold whatever another caller appended since.
 		tail, err := rt.cfg.Events.ReadFrom(ctx, id, l.state.Sequence+1)
 		if err == nil {
-			l.state, err = foldTail(id, l.state, tail)
+			l.state, err = foldTail(l.state, tail)
 		}
 		if err != nil {
 			rt.release(x)

@@ -36,6 +36,12 @@ type Runtime struct {
 	stickyOrder *list.List    // sticky park ids, oldest first
 	changed     chan struct{} // closed at every change a claim waiter waits for (changedLocked)
 
+	// aborted remembers, for the latest maxRememberedAborts executions whose
+	// drive here stopped without an outcome, why — so a waiter that comes
+	// after the drive is gone still hears it. A new claim of the id forgets.
+	aborted      map[string]error
+	abortedOrder []string
+
 	timerHandlers map[string]TimerHandler
 	streams       streamLengths          // inbox stream lengths this process knows
 	leases        map[string]store.Lease // leases this node holds, by execution
@@ -125,7 +131,37 @@ func (rt *Runtime) claim(id string, flow *Flow) (*execution, error) {
 	}
 	x := &execution{id: id, flow: flow, done: make(chan struct{})}
 	rt.live[id] = x
+	delete(rt.aborted, id)
 	return x, nil
+}
+
+// maxRememberedAborts bounds Runtime.aborted.
+const maxRememberedAborts = 1024
+
+// rememberAbortLocked keeps why x's drive stopped without an outcome.
+func (rt *Runtime) rememberAbortLocked(x *execution) {
+	if x.abortErr == nil {
+		return
+	}
+	if rt.aborted == nil {
+		rt.aborted = map[string]error{}
+	}
+	if _, ok := rt.aborted[x.id]; !ok {
+		rt.abortedOrder = append(rt.abortedOrder, x.id)
+	}
+	rt.aborted[x.id] = x.abortErr
+	for len(rt.abortedOrder) > maxRememberedAborts {
+		delete(rt.aborted, rt.abortedOrder[0])
+		rt.abortedOrder = rt.abortedOrder[1:]
+	}
+}
+
+// abortOf is why this process's last drive of id stopped without an
+// outcome, if it did and nothing claimed id since.
+func (rt *Runtime) abortOf(id string) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.aborted[id]
 }
 
 var errBusy = errors.New("loom: execution is being driven")
@@ -134,6 +170,7 @@ func (rt *Runtime) release(x *execution) {
 	rt.releaseLease(x.id)
 	rt.mu.Lock()
 	delete(rt.live, x.id)
+	rt.rememberAbortLocked(x)
 	rt.mu.Unlock()
 	close(x.done)
 }
@@ -275,7 +312,7 @@ func (rt *Runtime) launch(x *execution, j *journal.Journal, simulate bool) {
 	ctx, cancel := context.WithCancel(rt.ctx)
 	r := &drive{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate,
 		root: &scope{ctx: ctx, cancel: cancel}, snapshotAt: -1, issued: map[string]issue{}}
-	if rt.cfg.Divergence != DivergenceOff && len(st.Frames) > 0 {
+	if rt.cfg.Divergence != DivergenceOff && (len(st.Frames) > 0 || len(st.Variables.ResumePayloads) > 0) {
 		r.div = divergence.New(st)
 	}
 	// Register the drive with Close under the lock Close takes: a drive

@@ -3,6 +3,7 @@ package loom
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
@@ -60,8 +61,8 @@ func (rt *Runtime) load(ctx context.Context, id string) (loaded, error) {
 	default:
 		return loaded{}, fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
 	}
-	l.state = fold.FoldFrom(base, tail)
-	return l, nil
+	l.state, err = foldTail(base, tail)
+	return l, err
 }
 
 // loadLog folds the whole log, ignoring snapshots.
@@ -73,7 +74,8 @@ func (rt *Runtime) loadLog(ctx context.Context, id string) (loaded, error) {
 	if len(evs) == 0 {
 		return loaded{}, fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
 	}
-	return loaded{state: fold.Fold(evs), workflowID: evs[0].WorkflowID, eventsRead: len(evs)}, nil
+	st, err := foldTail(fold.Initial(), evs)
+	return loaded{state: st, workflowID: evs[0].WorkflowID, eventsRead: len(evs)}, err
 }
 
 // LoadState returns an execution's current folded state: the live one while
@@ -100,36 +102,51 @@ func (rt *Runtime) LoadState(ctx context.Context, id string) (fold.State, error)
 }
 
 // LoadStateAt returns the state after the event at sequence at (time
-// travel): the snapshot at or below it plus the events up to it.
+// travel): the snapshot at or below it plus the events up to it. An at past
+// the end of the log returns the state at its end (State.Sequence says
+// where that is); a negative at is refused. With an Authorizer it is a
+// "query".
 func (rt *Runtime) LoadStateAt(ctx context.Context, id string, at int64) (fold.State, error) {
+	if err := event.ValidateID("execution id", id); err != nil {
+		return fold.State{}, err
+	}
+	if at < 0 {
+		return fold.State{}, fmt.Errorf("loom: state of %q at %d: a sequence is 0 or more", id, at)
+	}
 	if err := rt.authorize(ctx, "query", id, "", true); err != nil {
 		return fold.State{}, err
 	}
 	base, from := fold.Initial(), int64(0)
 	if rt.cfg.Snapshots != nil {
-		if snap, ok, err := rt.cfg.Snapshots.LoadAt(ctx, id, at); err == nil && ok {
-			if s, err := snapshot.Decode(snap.SchemaVersion, snap.State); err == nil {
+		snap, ok, err := rt.cfg.Snapshots.LoadAt(ctx, id, at)
+		if err != nil {
+			return fold.State{}, err
+		}
+		if ok {
+			s, err := snapshot.Decode(snap.SchemaVersion, snap.State)
+			if err == nil {
 				base, from = s, snap.Sequence+1
+			} else {
+				rt.cfg.Logger.Warn("loom: snapshot ignored", "execution", id, "sequence", snap.Sequence, "error", err)
 			}
 		}
 	}
-	evs, err := store.ReadRange(ctx, rt.cfg.Events, id, from, at+1)
+	end := at + 1
+	if at == math.MaxInt64 {
+		end = at // ReadRange's end is exclusive; no log holds 2^63 events
+	}
+	evs, err := store.ReadRange(ctx, rt.cfg.Events, id, from, end)
 	if err != nil {
 		return fold.State{}, err
 	}
 	if from == 0 && len(evs) == 0 {
 		return fold.State{}, fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
 	}
-	return fold.FoldFrom(base, evs), nil
+	return foldTail(base, evs)
 }
 
-// foldTail folds the events read after st, checking that they continue it
-// without a gap.
-func foldTail(id string, st fold.State, tail []event.Envelope) (fold.State, error) {
-	for i, e := range tail {
-		if want := st.Sequence + 1 + int64(i); e.Sequence != want {
-			return fold.State{}, fmt.Errorf("loom: log of %q: sequence %d where %d was expected: the log is corrupt or was read out of order", id, e.Sequence, want)
-		}
-	}
-	return fold.FoldFrom(st, tail), nil
+// foldTail folds the events read after st, refusing a gap with
+// *fold.SequenceGapError (a cheap check, always on).
+func foldTail(st fold.State, tail []event.Envelope) (fold.State, error) {
+	return fold.FoldChecked(st, tail)
 }

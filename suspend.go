@@ -75,7 +75,7 @@ func (c *Context) Suspend(gate string, opts ...SuspendOption) (json.RawMessage, 
 // gateWait parks until the next positional answer exists and returns it.
 func (c *Context) gateWait(p suspendPayload) (json.RawMessage, error) {
 	for {
-		if answer, ok := c.servePositional(); ok {
+		if answer, ok := c.servePositional(p.On); ok {
 			return answer, nil
 		}
 		c.wait(p)
@@ -83,24 +83,32 @@ func (c *Context) gateWait(p suspendPayload) (json.RawMessage, error) {
 }
 
 // servePositional returns the next recorded gate answer of this run, if
-// the log holds one, and consumes it.
-func (c *Context) servePositional() (json.RawMessage, bool) {
+// the log holds one, and consumes it. An answer recorded for another gate
+// (the gate was renamed or reordered since) is a replay divergence: in
+// fail mode the run parks on the diverged gate instead of taking it.
+func (c *Context) servePositional(gate string) (json.RawMessage, bool) {
 	r := c.drive
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	idx := r.gates
-	var answer json.RawMessage
+	var entry fold.ResumeEntry
 	found := false
 	c.state(func(s *fold.State) {
 		if idx < len(s.Variables.ResumePayloads) {
-			answer, found = s.Variables.ResumePayloads[idx].Payload, true
+			entry, found = s.Variables.ResumePayloads[idx], true
 		}
 	})
-	if found {
-		r.gates++
-		r.segmentLive = false
+	r.mu.Unlock()
+	if !found {
+		return nil, false
 	}
-	return answer, found
+	if entry.EventType != "" && entry.EventType != gate && entry.EventType != event.TimerFired && r.div != nil {
+		r.observeGate(gate, entry)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gates++
+	r.segmentLive = false
+	return entry.Payload, true
 }
 
 // wait parks on p. From the root goroutine the park is sticky and wait

@@ -2,7 +2,6 @@ package loom
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -112,7 +111,7 @@ func (rt *Runtime) recordDeadline(ctx context.Context, j *journal.Journal, at in
 func deadlineOf(st fold.State) (int64, bool) {
 	d, ok := st.Variables.Decisions[deadlineID]
 	var at int64
-	if !ok || json.Unmarshal(d.Choice, &at) != nil {
+	if !ok || unmarshalRecorded(d.Choice, &at) != nil {
 		return 0, false
 	}
 	return at, true
@@ -243,7 +242,8 @@ func (rt *Runtime) timerHandler(key string) TimerHandler {
 }
 
 // pollTimers is the background poller: every TimerPoll it fires what is
-// due. It is the one place the runtime paces itself on the wall clock.
+// due. It and the lease heartbeat are the only places the runtime paces
+// itself on the wall clock; every other wait is on a signal.
 func (rt *Runtime) pollTimers() {
 	defer rt.wg.Done()
 	tick := time.NewTicker(rt.cfg.TimerPoll)

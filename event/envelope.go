@@ -3,6 +3,7 @@ package event
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -169,6 +170,29 @@ func validateJSON(field string, raw json.RawMessage, limit int, allowEmpty bool)
 		return &InvalidEnvelopeError{Field: field, Reason: "not valid JSON"}
 	}
 	return nil
+}
+
+// ValidateExact refuses a payload (or metadata value) that the fold would
+// read as malformed: a member name repeated at the top of an object, a
+// lone surrogate escape, anything UnmarshalExact refuses at that level.
+// The kernel's journal applies it to everything it appends, so what this
+// kernel writes, every reader of the log reads alike; stores stay faithful
+// to whatever bytes they are given.
+func ValidateExact(field string, raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var err error
+	if trimmed := bytes.TrimLeft(raw, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+		err = UnmarshalExact(raw, new(map[string]json.RawMessage))
+	} else {
+		err = UnmarshalExact(raw, new(json.RawMessage))
+	}
+	var ie *InexactJSONError
+	if errors.As(err, &ie) {
+		return &InvalidEnvelopeError{Field: field, Reason: "is not exact JSON (" + string(ie.Reason) + "): every reader of the log must read it alike"}
+	}
+	return err
 }
 
 // Decode parses one envelope from outside input, strictly: a field name

@@ -107,3 +107,33 @@ func ExampleIsUserspaceEmittable() {
 		event.IsUserspaceEmittable(event.StepCompleted))
 	// Output: true true false
 }
+
+func ExampleUnmarshalExact() {
+	var p struct {
+		DecisionID string          `json:"decisionId"`
+		Choice     json.RawMessage `json:"choice"`
+	}
+	// Another spelling is an unknown member: the field stays absent.
+	err := event.UnmarshalExact([]byte(`{"DecisionId":"x1","choice":1}`), &p)
+	fmt.Printf("%q %s %v\n", p.DecisionID, p.Choice, err)
+
+	// The exact spelling wins over a look-alike, in any order.
+	_ = event.UnmarshalExact([]byte(`{"DecisionId":"x3","decisionId":"x2","choice":2}`), &p)
+	fmt.Printf("%q\n", p.DecisionID)
+
+	// A repeated member is refused; inside an opaque value it is carried.
+	err = event.UnmarshalExact([]byte(`{"decisionId":"a","decisionId":"b"}`), &p)
+	fmt.Println(errors.Is(err, event.ErrInexactJSON), err)
+	err = event.UnmarshalExact([]byte(`{"decisionId":"a","choice":{"k":1,"k":2}}`), &p)
+	fmt.Println(err, string(p.Choice))
+
+	// So are invalid UTF-8 and lone surrogate escapes, anywhere.
+	err = event.UnmarshalExact([]byte(`{"decisionId":"a","choice":"\ud800"}`), &p)
+	fmt.Println(err)
+	// Output:
+	// "" 1 <nil>
+	// "x2"
+	// true event: inexact JSON: duplicate member name at byte 17
+	// <nil> {"k":1,"k":2}
+	// event: inexact JSON: lone surrogate escape at byte 28
+}

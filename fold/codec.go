@@ -52,17 +52,15 @@ func EncodeSnapshot(s State) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// Decode parses a state written by Encode or EncodeSnapshot under the current schema. Unknown
-// fields and __proto__ container keys are refused with ErrInvalidState.
+// Decode parses a state written by Encode or EncodeSnapshot under the
+// current schema, exactly (event.UnmarshalExactKnown): a field name in
+// another case, an unknown or repeated field, invalid UTF-8 or a lone
+// surrogate escape, trailing data and __proto__ container keys are refused
+// with ErrInvalidState.
 func Decode(b []byte) (State, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var s State
-	if err := dec.Decode(&s); err != nil {
+	if err := event.UnmarshalExactKnown(b, &s); err != nil {
 		return State{}, errors.Join(ErrInvalidState, err)
-	}
-	if dec.More() {
-		return State{}, errors.Join(ErrInvalidState, errors.New("trailing data"))
 	}
 	if s.Frames == nil {
 		s.Frames = map[string]Frame{}

@@ -16,6 +16,15 @@
 // are inert; a __proto__ container key is refused. docs/events.md lists every
 // payload shape. NormalizeSnapshot reads snapshots of older folds.
 //
+// Payloads are decoded exactly (event.UnmarshalExact), as any other
+// language reads them: a member spelled in another case is unknown and
+// ignored; a payload with a member name repeated, invalid UTF-8 or a lone
+// surrogate escape is malformed: a step, decision or fact event carrying it
+// is inert, an execution-level event moves the status with its fields
+// absent. A repeat inside a value the fold only carries (an input, an
+// output) is kept as recorded. FoldChecked and Folder.ApplyChecked also
+// refuse a log whose sequences are not contiguous (*SequenceGapError).
+//
 // The fold vectors in testdata/vectors (events in, canonical state out) are
 // the cross-language check of this package.
 package fold

@@ -133,13 +133,16 @@ func HasHandler(t string) bool {
 	return ok
 }
 
-// decode unmarshals the payload into p; false (the event is inert) when the
-// payload is absent or has the wrong shape.
+// decode unmarshals the payload into p with exact member names
+// (event.UnmarshalExact); false (the event is inert) when the payload is
+// absent, has the wrong shape or is malformed: a member name given twice, a
+// string that is not valid UTF-8 or holds a lone surrogate escape. p is zero
+// after a false.
 func decode(e event.Envelope, p any) bool {
 	if len(e.Payload) == 0 {
 		return false
 	}
-	return json.Unmarshal(e.Payload, p) == nil
+	return event.UnmarshalExact(e.Payload, p) == nil
 }
 
 // isNull reports whether raw is absent or the JSON null.

@@ -2,6 +2,7 @@ package fold
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 
 	"github.com/loom-kernel/loom/event"
@@ -10,10 +11,13 @@ import (
 // Execution-level handlers: the only ones that move State.Status.
 
 // fields decodes an object payload field by field, so one malformed optional
-// field does not make a lifecycle event inert.
+// field does not make a lifecycle event inert. Names are exact: a member
+// spelled another way is not the field. A payload that is not an object, or
+// is malformed (a member name given twice, invalid UTF-8, a lone surrogate
+// escape), has no fields.
 func fields(e event.Envelope) map[string]json.RawMessage {
 	var m map[string]json.RawMessage
-	if len(e.Payload) == 0 || json.Unmarshal(e.Payload, &m) != nil {
+	if len(e.Payload) == 0 || event.UnmarshalExact(e.Payload, &m) != nil {
 		return nil
 	}
 	return m
@@ -21,10 +25,20 @@ func fields(e event.Envelope) map[string]json.RawMessage {
 
 func str(raw json.RawMessage) (string, bool) {
 	var s string
-	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+	if len(raw) == 0 || event.UnmarshalExact(raw, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// int64At decodes an optional integer field: nil when absent, null or not an
+// integer.
+func int64At(raw json.RawMessage) *int64 {
+	var n *int64
+	if len(raw) == 0 || event.UnmarshalExact(raw, &n) != nil {
+		return nil
+	}
+	return n
 }
 
 // present returns raw unless it is absent or null.
@@ -69,7 +83,7 @@ type carry struct {
 
 func (f *Folder) applyCarry(raw json.RawMessage) {
 	var c carry
-	if json.Unmarshal(raw, &c) != nil {
+	if event.UnmarshalExact(raw, &c) != nil {
 		return
 	}
 	if c.Resources != nil && !validResources(c.Resources) {
@@ -111,27 +125,21 @@ func validAmount(v float64) bool {
 	return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 && v <= MaxMeteredValue
 }
 
-type suspendedPayload struct {
-	On             string          `json:"on"`
-	WakeAt         *int64          `json:"wakeAt"`
-	TimeoutMs      *int64          `json:"timeoutMs"`
-	CorrelationKey string          `json:"correlationKey"`
-	StepID         string          `json:"stepId"`
-	Attempt        *int64          `json:"attempt"`
-	Waits          json.RawMessage `json:"waits"`
-}
-
 // EXECUTION_SUSPENDED { on, wakeAt?, timeoutMs?, correlationKey?, stepId?,
 // attempt?, waits? } parks the execution and ends a parked failure's mark.
+// Its fields are read one by one: a field of the wrong type is absent, a
+// malformed payload parks with none.
 func onExecutionSuspended(f *Folder, e event.Envelope) {
-	var p suspendedPayload
-	decode(e, &p)
+	m := fields(e)
+	on, _ := str(m["on"])
+	key, _ := str(m["correlationKey"])
+	step, _ := str(m["stepId"])
 	f.endPark()
 	f.s.Status = StatusSuspended
-	f.s.Variables.SuspendedOn = &Suspension{On: p.On, WakeAt: p.WakeAt, TimeoutMs: p.TimeoutMs,
-		CorrelationKey: p.CorrelationKey, StepID: p.StepID, Attempt: p.Attempt, Seq: e.Sequence}
-	if len(p.Waits) > 0 && p.Waits[0] == '[' {
-		f.s.Variables.Waits = p.Waits
+	f.s.Variables.SuspendedOn = &Suspension{On: on, WakeAt: int64At(m["wakeAt"]), TimeoutMs: int64At(m["timeoutMs"]),
+		CorrelationKey: key, StepID: step, Attempt: int64At(m["attempt"]), Seq: e.Sequence}
+	if w := m["waits"]; len(w) > 0 && w[0] == '[' {
+		f.s.Variables.Waits = w
 	}
 }
 
@@ -142,6 +150,10 @@ type resumedPayload struct {
 }
 
 // EXECUTION_RESUMED { eventType, payload, waitId? } re-opens the execution.
+// Well-formed JSON that is not that wrapper (not an object, or a wrapper
+// member of the wrong type) is a bare answer; a malformed payload (a
+// repeated member name, invalid UTF-8, a lone surrogate escape) has all its
+// fields absent, like any execution-level event's, and answers null.
 // It adds a gate passthrough unless its answer is null and it answers no
 // suspend point: the execution was not parked (1.20.0), was parked on a
 // reserved gate (in doubt, diverged), or a step failed while it was parked
@@ -150,8 +162,11 @@ type resumedPayload struct {
 // already has its answer.
 func onExecutionResumed(f *Folder, e event.Envelope) {
 	var p resumedPayload
-	if !isNull(e.Payload) && !decode(e, &p) {
-		p.Payload = e.Payload // a bare, non-wrapper answer
+	if !isNull(e.Payload) {
+		var ie *event.InexactJSONError
+		if err := event.UnmarshalExact(e.Payload, &p); errors.As(err, &ie) && ie.Reason == event.ReasonWrongType {
+			p.Payload = e.Payload // a bare, non-wrapper answer
+		}
 	}
 	waitAddressed := p.WaitID != "" && e.Kernel()
 	if waitAddressed && p.WaitID == ProtoKey {

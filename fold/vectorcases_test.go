@@ -119,5 +119,33 @@ func vectorCases() []vectorCase {
 				add(event.ExecutionResumed, `{"eventType":"TIMER_FIRED","payload":{"wakeAt":5000}}`)},
 		{"34-events-rehomed", "1.22.0 EVENTS_REHOMED is pure audit into _lifecycle",
 			L().started().add(event.EventsRehomed, `{"fromExecutionId":"","count":4}`)},
+		{"35-member-names-exact", "member names are exact: another spelling is an unknown member, ignored, and the exact one wins over a look-alike",
+			L().started().add(event.DecisionRecorded, `{"DecisionId":"x1","choice":1}`).
+				add(event.StepStarted, `{"STEPID":"s1"}`).
+				add(event.DecisionRecorded, `{"DecisionId":"x3","decisionId":"x2","choice":2,"Choice":3}`).
+				add(event.StepStarted, `{"stepId":"s2","Input":{"a":1},"KIND":"tool","toolId":"http.get"}`).
+				add(event.StepStarted, `{"stepId":"s3","input":1}`).
+				add(event.StepCompleted, `{"stepId":"s3","Output":{"ok":true}}`).
+				add(event.ExecutionCompleted, `{"Output":{"ok":true}}`)},
+		{"36-member-names-exact-lifecycle", "an execution-level event moves the status even when a member is misspelled; that member is absent",
+			L().started().add(event.ExecutionSuspended, `{"On":"approve","wakeAt":5000}`).
+				add(event.ExecutionResumed, `{"EventType":"approve","Payload":{"ok":true}}`).
+				add(event.ExecutionMigrated, `{"ToFlowHash":"sha256:cd","toCodeHash":"c2","MigratedInput":{"q":2}}`).
+				add(event.ExecutionSuspended, `{"On":"review","wakeAt":6000,"CorrelationKey":"inc-7"}`)},
+		{"37-duplicate-member-names", "a member name repeated in a payload object makes it malformed: a step or decision event is inert, an execution-level one has its fields absent; a repeat inside a carried value is kept, read last-wins",
+			L().started().add(event.StepStarted, `{"stepId":"a","stepId":"b"}`).
+				add(event.StepStarted, `{"stepId":"c","input":1,"input":1}`).
+				add(event.DecisionRecorded, `{"decisionId":"d1","decisionId":"d2","choice":1}`).
+				add(event.DecisionRecorded, `{"decisionId":"d3","choice":1,"choice":2}`).
+				add(event.ResourceMetered, `{"tokens":1,"custom":{"gpu":1,"gpu":2}}`).
+				add(event.StepStarted, `{"stepId":"e","input":{"x":1,"x":2}}`).
+				add(event.ExecutionCompleted, `{"output":1,"output":2}`)},
+		{"38-lone-surrogates", "a lone surrogate escape anywhere in a payload makes it malformed; a surrogate pair is one character",
+			L().started().add(event.StepStarted, `{"stepId":"\ud800"}`).
+				add(event.StepStarted, `{"stepId":"a","input":{"note":"x\udc00"}}`).
+				add(event.DecisionRecorded, `{"decisionId":"d1","choice":"\ude00\ud83d"}`).
+				add(event.StepStarted, `{"stepId":"b","\udfff":1}`).
+				add(event.StepStarted, `{"stepId":"c","input":"\ud83d\ude00"}`).
+				add(event.ExecutionFailed, `{"error":{"message":"\ud800"}}`)},
 	}
 }

@@ -60,6 +60,15 @@ func TestFoldVectors(t *testing.T) {
 			if got := mustEncode(t, Fold(evs)); got != string(want) {
 				t.Fatalf("%s\n got  %s\n want %s", v.Rule, got, want)
 			}
+			// A vector is a whole log: contiguous from 0, so the checked
+			// fold reads it too, to the same state.
+			checked, err := FoldChecked(Initial(), evs)
+			if err != nil {
+				t.Fatalf("the vector's log is not contiguous: %v", err)
+			}
+			if got := mustEncode(t, checked); got != string(want) {
+				t.Fatalf("FoldChecked disagrees with Fold\n got  %s\n want %s", got, want)
+			}
 		})
 	}
 	for _, c := range vectorCases() {

@@ -2,7 +2,8 @@
 // tools share (D11: tooling is lenses on the log): Source.StateAt, the
 // folded state of an execution at any sequence — the nearest snapshot plus
 // the log tail, the fold the runtime itself does — and PollingFollow, which
-// follows a log written by another process; and the web inspector built on
+// follows a log by re-reading it, for a store without a subscription of its
+// own; and the web inspector built on
 // them, which `loom inspect` serves and an app may mount next to its wire
 // ABI.
 //

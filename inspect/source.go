@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -25,10 +26,9 @@ type Source struct {
 	// Branches, when set, lists branch refs.
 	Branches store.BranchRegistry
 	// Follow delivers an execution's events from a sequence on as its log
-	// grows. Default: the Events store's own store.Subscriber. A reader in
-	// another process than the writer needs one that sees that process's
-	// appends: PollingFollow for SQLite, whose subscriptions are woken only
-	// by appends made through the same DB.
+	// grows. Default: the Events store's own store.Subscriber (the SQLite
+	// and PostgreSQL stores' subscriptions see other processes' appends).
+	// PollingFollow serves a store without a Subscriber.
 	Follow FollowFunc
 }
 
@@ -108,6 +108,9 @@ func (s Source) StateAt(ctx context.Context, id string, at int64) (fold.State, e
 func (s Source) read(ctx context.Context, id string, from, at int64) ([]event.Envelope, error) {
 	if at < 0 {
 		return s.Events.ReadFrom(ctx, id, from)
+	}
+	if at == math.MaxInt64 {
+		return s.Events.ReadFrom(ctx, id, from) // at+1 would overflow; no log is that long
 	}
 	return store.ReadRange(ctx, s.Events, id, from, at+1)
 }

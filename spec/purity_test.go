@@ -46,6 +46,9 @@ var reviewedImports = map[string]string{
 	"github.com/santhosh-tekuri/jsonschema/v6": "internal/schema (the resume schemas the gate applies) compiles with a loader that refuses every external $ref, so validating a payload reads no file and no network",
 	"golang.org/x/text/language":               "internal/schema names the English locale of the validator's messages; a constant table",
 	"golang.org/x/text/message":                "internal/schema prints the validator's messages in that locale; no catalog is loaded",
+
+	"github.com/go-json-experiment/json":          "event.UnmarshalExact decodes recorded payloads with exact member names; it imports only std (reflect, sync pools; no clock, os or unsafe)",
+	"github.com/go-json-experiment/json/jsontext": "event.UnmarshalExact reads raw values and checks repeated names with it; it imports only std, as above",
 }
 
 // forbiddenImports are ambient input (files, environment, network, process,

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 )
 
@@ -106,10 +107,8 @@ func orNull(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// unmarshal decodes a recorded payload.
-//
-// TODO: event.UnmarshalExact — recorded payloads must decode with exact
-// member names; encoding/json matches them case-insensitively.
+// unmarshal decodes a recorded payload with exact member names, as every
+// other implementation of the log reads it.
 func unmarshal(data []byte, v any) error {
-	return json.Unmarshal(data, v)
+	return event.UnmarshalExact(data, v)
 }

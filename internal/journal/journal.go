@@ -172,6 +172,9 @@ func (j *Journal) append(typ string, payload any, meta map[string]json.RawMessag
 	if err := event.Validate(e, event.Limits{}); err != nil {
 		return event.Envelope{}, err
 	}
+	if err := event.ValidateExact("payload", e.Payload); err != nil {
+		return event.Envelope{}, err
+	}
 	j.sealed = terminal
 	j.next++
 	j.folder.Apply(e)

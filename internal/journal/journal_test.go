@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -93,5 +94,63 @@ func TestJournalRefusesAnInvalidEnvelopeWithoutAllocating(t *testing.T) {
 	e, err := j.Commit(event.ExecutionStarted, nil, nil)
 	if err != nil || e.Sequence != 0 {
 		t.Fatalf("the refused commit consumed a sequence: %d %v", e.Sequence, err)
+	}
+}
+
+func TestJournalBatchesMustContinueTheDurableLog(t *testing.T) {
+	batch := func(seqs ...int64) []event.Envelope {
+		out := make([]event.Envelope, len(seqs))
+		for i, s := range seqs {
+			out[i] = event.Envelope{Sequence: s}
+		}
+		return out
+	}
+	cases := []struct {
+		name  string
+		batch []event.Envelope
+		from  int64
+		ok    bool
+	}{
+		{"continues", batch(3, 4, 5), 3, true},
+		{"starts late", batch(4, 5), 3, false},
+		{"starts early", batch(2, 3), 3, false},
+		{"has a gap", batch(3, 5), 3, false},
+		{"repeats", batch(3, 3), 3, false},
+	}
+	for _, c := range cases {
+		err := contiguous(c.batch, c.from)
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, ErrNotContiguous) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
+func TestJournalWithOptionsStampsFencesAndChecksSequences(t *testing.T) {
+	mem := memstore.NewEventStore()
+	token, err := mem.AcquireFence(context.Background(), "ex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := New(mem, "ex", "wf", fold.Initial(), WithFence(mem, token), WithMeta(map[string]json.RawMessage{"simulate": json.RawMessage("true")}))
+	e, err := j.Commit(event.ExecutionStarted, map[string]any{"input": 1}, nil)
+	if err != nil || string(e.Metadata["simulate"]) != "true" || e.ID != "ex:0" {
+		t.Fatalf("%+v %v", e, err)
+	}
+	if err := j.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A newer driver takes the fence: this journal's next append is refused.
+	if _, err := mem.AcquireFence(context.Background(), "ex"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Commit(event.StepStarted, map[string]any{"stepId": "s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var fenced *store.FencedError
+	if err := j.Barrier(context.Background()); !errors.As(err, &fenced) {
+		t.Fatalf("barrier after a take-over = %v, want *store.FencedError", err)
+	}
+	if evs, _ := store.Read(context.Background(), mem, "ex"); len(evs) != 1 {
+		t.Fatalf("the fenced journal wrote %d events", len(evs)-1)
 	}
 }
