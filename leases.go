@@ -3,7 +3,6 @@ package loom
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -22,16 +21,43 @@ import (
 
 func (rt *Runtime) leaseTTL() int64 { return rt.cfg.LeaseTTL.Milliseconds() }
 
-// leaseLocks serialize, per execution (striped), this node's lease writes:
-// a heartbeat's lazy acquisition, a park's release and a resume's
+// leaseLocks serialize, per execution, this node's lease writes: a
+// heartbeat's lazy acquisition, a park's release and a resume's
 // acquisition of one execution never interleave, so none of them gives up
-// or overwrites a lease another of them just took.
-type leaseLocks [64]sync.Mutex
+// or overwrites a lease another of them just took. Writes on different
+// executions never wait for each other (a heartbeat renews side by side).
+type leaseLocks struct {
+	mu    sync.Mutex
+	locks map[string]*leaseLock
+}
 
-func (ls *leaseLocks) of(id string) *sync.Mutex {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return &ls[h.Sum32()%uint32(len(ls))]
+type leaseLock struct {
+	sync.Mutex
+	refs int
+}
+
+// lock locks id's lease writes and returns the unlock.
+func (ls *leaseLocks) lock(id string) (unlock func()) {
+	ls.mu.Lock()
+	if ls.locks == nil {
+		ls.locks = map[string]*leaseLock{}
+	}
+	l := ls.locks[id]
+	if l == nil {
+		l = &leaseLock{}
+		ls.locks[id] = l
+	}
+	l.refs++
+	ls.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		ls.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(ls.locks, id)
+		}
+		ls.mu.Unlock()
+	}
 }
 
 // acquireLease takes the execution's lease for this node before a gate
@@ -40,9 +66,7 @@ func (rt *Runtime) acquireLease(ctx context.Context, id string) error {
 	if rt.cfg.Leases == nil {
 		return nil
 	}
-	mu := rt.leaseLocks.of(id)
-	mu.Lock()
-	defer mu.Unlock()
+	defer rt.leaseLocks.lock(id)()
 	l, err := rt.cfg.Leases.Acquire(ctx, id, rt.cfg.NodeID, rt.cfg.Clock.Now().UnixMilli(), rt.leaseTTL())
 	var held *store.LeaseHeldError
 	if errors.As(err, &held) {
@@ -85,9 +109,7 @@ func (rt *Runtime) releaseLeaseIf(id string, mine func() bool) {
 	if rt.cfg.Leases == nil {
 		return
 	}
-	mu := rt.leaseLocks.of(id)
-	mu.Lock()
-	defer mu.Unlock()
+	defer rt.leaseLocks.lock(id)()
 	rt.mu.Lock()
 	l, ok := rt.leases[id]
 	ok = ok && mine()
@@ -157,9 +179,7 @@ func (rt *Runtime) RenewLeases(ctx context.Context) error {
 // its drive r, if r still drives id (unparked, or parking with its lease
 // not yet released), and stops r if the lease is another node's.
 func (rt *Runtime) renewLease(ctx context.Context, id string, r *drive, now, ttl int64) error {
-	lock := rt.leaseLocks.of(id)
-	lock.Lock()
-	defer lock.Unlock()
+	defer rt.leaseLocks.lock(id)()
 	rt.mu.Lock()
 	x := rt.live[id]
 	l, has := rt.leases[id]
