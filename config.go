@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom/effect"
+	"github.com/loom-kernel/loom/middleware"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -48,6 +49,10 @@ type Config struct {
 	EffectAuthorizer effect.Authorizer
 	// MaxEffectTime bounds every effect attempt (K8; default: unbounded).
 	MaxEffectTime time.Duration
+	// DefaultRetry, when set, is the retry policy of every step that sets
+	// none of its own (WithRetry). Default: none, a failed attempt is the
+	// step's outcome.
+	DefaultRetry *middleware.RetryPolicy
 	// Leases, when set, gives each execution one live driver across nodes
 	// with heartbeat leases (see leases.go): a live lease vetoes another
 	// node's re-drive, an expired one lets Recover take the execution over.

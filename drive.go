@@ -3,6 +3,7 @@ package loom
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -205,7 +206,7 @@ func (r *drive) runBody(input json.RawMessage) outcome {
 		}
 		return outcome{status: fold.StatusSuspended}
 	case panicked != nil:
-		err = fmt.Errorf("panic: %v", panicked)
+		err = newPanicError(panicked)
 	case !returned:
 		// The body called runtime.Goexit itself: treat as a failure.
 		err = fmt.Errorf("flow goroutine exited without returning")
@@ -215,7 +216,7 @@ func (r *drive) runBody(input json.RawMessage) outcome {
 	}
 	raw, merr := json.Marshal(out)
 	if merr == nil {
-		merr = event.ValidateExact("output", raw)
+		merr = event.ValidateCarried("output", raw)
 	}
 	if merr != nil {
 		return r.finish(event.ExecutionFailed, map[string]any{"error": errorPayload(fmt.Errorf("encoding output: %w", merr))}, fold.StatusFailed)
@@ -240,6 +241,10 @@ func errorPayload(err error) map[string]any {
 	p := map[string]any{"message": err.Error()}
 	if tf, ok := asTypedFailure(err); ok {
 		p["channel"] = tf.Channel
+	}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		p["stack"] = pe.Stack
 	}
 	return p
 }

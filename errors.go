@@ -3,7 +3,10 @@ package loom
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loom-kernel/loom/fold"
@@ -302,4 +305,73 @@ type ChainTooLongError struct {
 func (e *ChainTooLongError) Error() string {
 	return "loom: the chain is still continuing after " + strconv.Itoa(e.Hops) + " links (last " +
 		strconv.Quote(e.ExecutionID) + "); call WaitForChain again from its successor"
+}
+
+// PanicError is a panic inside a step's effect (or the flow body), caught
+// by the kernel: the step fails with it (STEP_FAILED carries the message
+// and the stack), a retry policy may retry it, and the process goes on.
+type PanicError struct {
+	Value string // the panic value, formatted with %v
+	Stack string // the panicking goroutine's stack, at most MaxPanicStackBytes
+}
+
+// MaxPanicStackBytes bounds the stack a PanicError records.
+const MaxPanicStackBytes = 8 << 10
+
+func (e *PanicError) Error() string { return "panic: " + e.Value }
+
+func newPanicError(p any) *PanicError {
+	stack := debug.Stack()
+	if len(stack) > MaxPanicStackBytes {
+		stack = append(stack[:MaxPanicStackBytes:MaxPanicStackBytes], "\n…(truncated)"...)
+	}
+	return &PanicError{Value: fmt.Sprint(p), Stack: strings.ToValidUTF8(string(stack), "?")}
+}
+
+// InputTypeError refuses a start whose input is not the flow's input type
+// (NewFlow's In): nothing was appended. Pass an In, or JSON that decodes
+// into one.
+type InputTypeError struct {
+	FlowID string
+	Want   string // the flow's input type
+	Got    string // what was passed
+}
+
+func (e *InputTypeError) Error() string {
+	return "loom: flow " + strconv.Quote(e.FlowID) + " takes a " + e.Want + " as input, not " + e.Got
+}
+
+// FlowTypeError refuses StartFlow or Await with type parameters that are
+// not the flow's own In and Out. Nothing was appended.
+type FlowTypeError struct {
+	FlowID    string
+	Parameter string // "In" or "Out"
+	Want, Got string
+}
+
+func (e *FlowTypeError) Error() string {
+	return "loom: flow " + strconv.Quote(e.FlowID) + " has " + e.Parameter + " = " + e.Want + ", not " + e.Got
+}
+
+// ExecutionCancelledError is what Await returns for a cancelled execution.
+type ExecutionCancelledError struct {
+	ExecutionID string
+	Reason      string
+}
+
+func (e *ExecutionCancelledError) Error() string {
+	return "loom: execution " + strconv.Quote(e.ExecutionID) + " was cancelled: " + e.Reason
+}
+
+// ExecutionContinuedError is what Await returns for an execution that
+// continued as new: its result is its successor's (Next; WaitForChain
+// follows the chain).
+type ExecutionContinuedError struct {
+	ExecutionID string
+	Next        string
+}
+
+func (e *ExecutionContinuedError) Error() string {
+	return "loom: execution " + strconv.Quote(e.ExecutionID) + " continued as " + strconv.Quote(e.Next) +
+		"; await that one (or use WaitForChain)"
 }

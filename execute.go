@@ -11,6 +11,7 @@ import (
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/internal/admission"
+	"github.com/loom-kernel/loom/middleware"
 )
 
 // MaxTypedFailureBytes caps a typed failure's payload (spec §4.1): a bigger
@@ -35,7 +36,7 @@ func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 	}
 	in, err := marshalPayload(input)
 	if err == nil {
-		err = event.ValidateExact("input", in)
+		err = event.ValidateCarried("input", in)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("loom: step %q: encoding input: %w", t.ID, err)
@@ -116,13 +117,13 @@ func (r *drive) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) 
 	defer cancel()
 	out, err := []byte(nil), r.authorizeEffect(c, ec, t)
 	if err == nil {
-		out, err = effect.Chain(fn, r.rt.cfg.Middleware...)(ec, in)
+		out, err = r.runEffect(ec, t, fn, in)
 	}
 	if err == nil && !json.Valid(out) {
 		err = fmt.Errorf("effect %q returned invalid JSON", t.ID)
 	}
 	if err == nil {
-		if xerr := event.ValidateExact("output", out); xerr != nil {
+		if xerr := event.ValidateCarried("output", out); xerr != nil {
 			err = fmt.Errorf("effect %q returned JSON the log cannot hold: %w", t.ID, xerr)
 		}
 	}
@@ -142,6 +143,40 @@ func (r *drive) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) 
 	return nil, &StepError{StepID: t.ID, Message: err.Error(), Err: err}
 }
 
+// runEffect runs the step's effect through Config.Middleware and, innermost,
+// the step's retry policy. A panic in the effect (or a ring) is the
+// attempt's failure, *PanicError with the value and a bounded stack: it
+// goes through the retry policy like any error, is recorded as STEP_FAILED,
+// and never takes the process down.
+func (r *drive) runEffect(ec *effect.Context, t *Task, fn effect.Func, in json.RawMessage) (out json.RawMessage, err error) {
+	chain := r.rt.cfg.Middleware
+	if policy := t.Retry; policy != nil || r.rt.cfg.DefaultRetry != nil {
+		if policy == nil {
+			policy = r.rt.cfg.DefaultRetry
+		}
+		chain = append(append([]effect.Middleware(nil), chain...), middleware.Retry(*policy))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, newPanicError(p)
+		}
+	}()
+	return effect.Chain(recoverPanics(fn), chain...)(ec, in)
+}
+
+// recoverPanics turns a panic of fn into its *PanicError, so a ring outside
+// it (a retry) sees an error.
+func recoverPanics(fn effect.Func) effect.Func {
+	return func(ec *effect.Context, in json.RawMessage) (out json.RawMessage, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				out, err = nil, newPanicError(p)
+			}
+		}()
+		return fn(ec, in)
+	}
+}
+
 // stepDurability waits for the step's outcome in StepDurable mode.
 func (r *drive) stepDurability() {
 	if r.rt.cfg.Durability == StepDurable {
@@ -153,7 +188,7 @@ func (r *drive) stepDurability() {
 // whose payload validates and fits the cap is recorded typed; anything else
 // degrades loudly (a warning and a "degraded" note) to untyped.
 func (r *drive) failurePayload(t *Task, err error) (*TypedFailure, map[string]any) {
-	p := map[string]any{"stepId": t.ID, "error": map[string]any{"message": err.Error()}}
+	p := map[string]any{"stepId": t.ID, "error": stepErrorPayload(err)}
 	tf, ok := asTypedFailure(err)
 	if !ok {
 		return nil, p
@@ -161,7 +196,9 @@ func (r *drive) failurePayload(t *Task, err error) (*TypedFailure, map[string]an
 	degrade := func(why string) (*TypedFailure, map[string]any) {
 		r.rt.cfg.Logger.Warn("loom: typed failure degraded to untyped", "execution", r.x.id,
 			"step", t.ID, "channel", tf.Channel, "reason", why)
-		p["error"] = map[string]any{"message": err.Error(), "degraded": why}
+		e := stepErrorPayload(err)
+		e["degraded"] = why
+		p["error"] = e
 		return nil, p
 	}
 	schemas, cerr := t.channels()
@@ -203,4 +240,15 @@ func (c *Context) Run(id string, fn func(ctx context.Context) (any, error)) (jso
 	return c.Execute(&Task{ID: id, Invoke: func(ctx context.Context, _ json.RawMessage) (any, error) {
 		return fn(ctx)
 	}}, nil)
+}
+
+// stepErrorPayload is STEP_FAILED's error: the message, and the stack of a
+// panic.
+func stepErrorPayload(err error) map[string]any {
+	p := map[string]any{"message": err.Error()}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		p["stack"] = pe.Stack
+	}
+	return p
 }

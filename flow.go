@@ -3,6 +3,7 @@ package loom
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"github.com/loom-kernel/loom/event"
@@ -32,6 +33,9 @@ type Flow struct {
 	CompatibleFingerprints []string
 
 	resume map[string]*schema.Schema
+	// in and out are the Go types NewFlow was given (nil for a Flow built
+	// by hand): Start refuses an input that is not an In.
+	in, out reflect.Type
 }
 
 // FlowOption configures NewFlow.
@@ -77,7 +81,21 @@ func NewFlow[In, Out any](id string, body func(ctx *Context, in In) (Out, error)
 	for _, o := range opts {
 		o(f)
 	}
+	f.in, f.out = reflect.TypeFor[In](), reflect.TypeFor[Out]()
 	return f
+}
+
+// checkInput refuses, before anything is appended, an input the flow's
+// body could not decode into its In (NewFlow's type parameter): in is the
+// input as it will be recorded.
+func (f *Flow) checkInput(in json.RawMessage) error {
+	if f.in == nil || isNullJSON(in) {
+		return nil
+	}
+	if err := json.Unmarshal(in, reflect.New(f.in).Interface()); err != nil {
+		return &InputTypeError{FlowID: f.ID, Want: f.in.String(), Got: "an input that does not decode into it (" + err.Error() + ")"}
+	}
+	return nil
 }
 
 // compile checks the flow's id and compiles its schemas, once, in New.

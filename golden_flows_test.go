@@ -1,271 +1,32 @@
 package loom_test
 
-// The kernel's golden histories: the flows, what a recording does, and for
-// each bad history what today's code must do with it. Adding one: write
-// the flow (its steps through goldenStep, its deciders calling env.decided),
-// add a goldenCase with its script, and record it with
-// go test . -run Golden -update-histories (testdata/histories/README.md).
+// The kernel's golden flows, and for each bad history what today's code
+// must do with it (the cases are in golden_test.go, the harness in
+// internal/goldentest). A flow's steps report to the world's
+// goldentest.Env through goldenStep, its deciders through env.Decided, so
+// a replay can tell what it ran from what the log served.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/goldentest"
 )
 
-// goldenCase is one history file: the flow it replays under, the script a
-// recording runs, and — for a bad history — what today's code must do.
-type goldenCase struct {
-	name        string
-	description string
-	// flow is today's code of the flow.
-	flow func(*flowEnv) *loom.Flow
-	// recordedWith is, for a bad history, the older version of the flow the
-	// log was recorded under: the history replays byte for byte under it,
-	// and check asserts what today's flow makes of it.
-	recordedWith func(*flowEnv) *loom.Flow
-	config       func(*loom.Config)
-	// rerunsUnderReplay says the flow re-runs, when replayed, work that a
-	// sticky park answered in place does not (an untyped failure before a
-	// gate): its log depends on sticky parks, so logNeutral leaves them off.
-	rerunsUnderReplay bool
-	script            []action
-	// check, for a bad history, asserts what today's code does with it; for
-	// a good one, any further contract of the case.
-	check func(t *testing.T, c goldenCase, h *loadedHistory)
-}
-
-// recorder is the flow version the history was recorded under.
-func (c goldenCase) recorder() func(*flowEnv) *loom.Flow {
-	if c.recordedWith != nil {
-		return c.recordedWith
-	}
-	return c.flow
-}
-
-func TestGoldenHistories(t *testing.T) {
-	cases := goldenCases()
-	var names []string
-	for _, c := range cases {
-		names = append(names, c.name)
-		t.Run(c.name, func(t *testing.T) {
-			if *updateHistories {
-				log := recordScript(t, c.recorder(), c.config, c.name, c.script)
-				writeHistory(t, c.name, c.recorder()(newFlowEnv()).ID, c.description, log)
-			}
-			h := loadHistory(t, c.name)
-			if flowID := c.recorder()(newFlowEnv()).ID; h.file.Flow != flowID || h.file.Description != c.description {
-				t.Fatalf("%s holds flow %q, %q; the case says %q, %q: regenerate it if the change is intended",
-					c.name, h.file.Flow, h.file.Description, flowID, c.description)
-			}
-			if err := sameActions(h.actions, c.script); err != nil {
-				t.Fatalf("%v: the case's script changed since %s was recorded; regenerate it if the change is intended", err, c.name)
-			}
-			checkReplay(t, h, c.recorder(), c.config, logNeutral(c.config, !c.rerunsUnderReplay))
-			if c.check != nil {
-				c.check(t, c, h)
-			}
-		})
-	}
-	claimHistories(t, names, "incident-", true)
-}
-
-func goldenCases() []goldenCase {
-	card := func(number string) map[string]string { return map[string]string{"card": number} }
-	return []goldenCase{
-		{name: "two-step-gate", flow: twoStepGateFlow,
-			description: "step, gate with a resume schema, step: the answer is recorded as parsed and the first step is served on resume",
-			script:      []action{startWith(goldenOrder{Item: "widget", Qty: 3}), answer("approve", map[string]any{"by": "ann", "note": "ok"})}},
-		{name: "gates-in-sequence", flow: gatesFlow,
-			description: "three answers to two gates (sign twice, served by position) with an emit in every segment: each emit is recorded once per execution, not once per re-run",
-			script: []action{startWith("contract-12"), answer("review", map[string]bool{"ok": true}),
-				answer("sign", map[string]string{"by": "ann"}), answer("sign", map[string]string{"by": "bob"})}},
-		{name: "untyped-failure-rerun", flow: untypedFailureFlow, rerunsUnderReplay: true, check: stickyAnswersInPlace,
-			description: "an untyped failure is no outcome replay serves: every re-run runs the step again as a new attempt, and the emit after it (unstamped, ADR 0102) is appended again",
-			script:      []action{startWith("job-3"), answer("retry", nil)}},
-		{name: "parallel-block", flow: parallelFlow, config: func(c *loom.Config) { c.Features.Scopes = true },
-			description: "a Parallel block of three branch steps (PARALLEL_COMPLETED under Features.Scopes), then a gate: the resume serves the block from the log",
-			script:      []action{startWith(goldenOrder{Item: "gadget", Qty: 2}), answer("approve", true)}},
-		{name: "decisions", flow: decisionsFlow,
-			description: "loom.Now, ctx.Decide and NegotiateBudget before a gate, Now and Decide after it: replay returns the recorded choices and instants",
-			script:      []action{startWith(map[string]int{"amount": 250}), answer("review", map[string]string{"verdict": "accept"})}},
-		{name: "timers", flow: timersFlow,
-			description: "Sleep, then a gate with a timeout, both answered by TIMER_FIRED at their recorded wakeAt through FireDueTimers",
-			script:      []action{startWith("ticket-7"), fireTimer(), fireTimer()}},
-		{name: "typed-failure-recovered", flow: typedFailureFlow,
-			description: "a step fails on a declared channel and the flow handles it; on resume the typed failure is served from the log and a deliberate Retry(1) succeeds",
-			script:      []action{startWith(card("4000-0002")), answer("new-card", card("4242-4242"))}},
-		{name: "typed-failure-propagated", flow: typedFailureFlow,
-			description: "the retry fails on the channel too and the flow returns it: EXECUTION_FAILED carries the channel",
-			script:      []action{startWith(card("4000-0002")), answer("new-card", card("4000-0002"))}},
-		{name: "in-doubt-resolved", flow: inDoubtFlow,
-			description: "the process dies while a non-idempotent step runs; recovery parks it in doubt (EFFECT_INDOUBT) instead of charging twice, and an operator's verdict completes it",
-			script:      []action{startWith(40).crashing("charge"), recoverRun(), verdictDone("charge", 1, "ch_40")}},
-		{name: "in-doubt-rerun", flow: inDoubtFlow,
-			description: "the same crash, and the operator's verdict is that the charge did not happen: it runs again as attempt 2, under a new idempotency key",
-			script:      []action{startWith(40).crashing("charge"), recoverRun(), verdictRerun("charge", 1)}},
-		{name: "line-items", flow: lineItemsFlow,
-			description: "a loop runs one step per item under Iter ids, then a gate: every iteration is served by its own id",
-			script:      []action{startWith([]int{3, 5, 8}), answer("confirm", nil)}},
-		{name: "bad-renamed-step", flow: renamedStep, recordedWith: renamedStepOld, check: refuseDiverged("reserve-stock", "reserve"),
-			description: "recorded when the first step was called reserve; today's code calls it reserve-stock: the resume parks on __loom_diverged__ and runs nothing",
-			script:      []action{startWith(goldenOrder{Item: "bolt", Qty: 9}), answer("confirm", nil)}},
-		{name: "bad-reordered-step", flow: reorderedStep, recordedWith: reorderedStepOld, check: refuseDiverged("price", "validate"),
-			description: "recorded as validate then price; today's code prices first: the resume parks on __loom_diverged__ and runs nothing",
-			script:      []action{startWith(goldenOrder{Item: "nut", Qty: 4}), answer("confirm", nil)}},
-		{name: "bad-changed-fingerprint", flow: fingerprintFlow("v2"), recordedWith: fingerprintFlow("v1"), check: refuseFingerprint,
-			description: "recorded under code fingerprint v1; today's flow is v2: Resume is refused with FlowCodeMismatchError, and WithCompatibleFingerprints(v1) replays it",
-			script:      []action{startWith(goldenOrder{Item: "gear", Qty: 1}), answer("confirm", nil)}},
-		{name: "bad-reused-id", flow: reusedIDFlow, check: refuseReusedID,
-			description: "a loop calls one step id with different inputs: the second call fails with StepReusedError (use Iter), nothing is appended for it, and the flow fails",
-			script:      []action{startWith([]int{3, 5, 8}), answer("confirm", nil)}},
-	}
-}
-
-// Script constructors: what a recording does, in order.
-func startWith(input any) action { return action{kind: actStart, input: mustJSON(input)} }
-func answer(gate string, payload any) action {
-	return action{kind: actResume, eventType: gate, payload: mustJSON(payload)}
-}
-func fireTimer() action  { return action{kind: actTimer} }
-func recoverRun() action { return action{kind: actRecover} }
-func (a action) crashing(step string) action {
-	a.crash = step
-	return a
-}
-func verdictDone(step string, attempt int64, output any) action {
-	return action{kind: actVerdict, verdict: loom.Verdict{StepID: step, Attempt: attempt, Done: true, Output: mustJSON(output)}}
-}
-func verdictRerun(step string, attempt int64) action {
-	return action{kind: actVerdict, verdict: loom.Verdict{StepID: step, Attempt: attempt}}
-}
-
-// flowEnv is what a golden flow reports to, and how the scenario reaches
-// into it: it counts every effect invocation (by the attempt's step id) and
-// every decider call, keeps the errors a flow saw, and kills the process
-// when the scenario says the process died during a step.
-type flowEnv struct {
-	mu        sync.Mutex
-	effects   map[string]int
-	decisions map[string]int
-	observed  []error
-	crashStep string
-	crashed   chan struct{}
-}
-
-func newFlowEnv() *flowEnv {
-	return &flowEnv{effects: map[string]int{}, decisions: map[string]int{}}
-}
-
-// effect counts one invocation of the running attempt's effect. When the
-// scenario kills the process during this step, it signals and blocks until
-// the runtime is closed under it, so its outcome is never recorded.
-func (e *flowEnv) effect(ctx context.Context) error {
-	id := loom.EffectContext(ctx).StepID
-	e.mu.Lock()
-	e.effects[id]++
-	crash := e.crashStep == id
-	if crash {
-		e.crashStep = ""
-		close(e.crashed)
-	}
-	e.mu.Unlock()
-	if crash {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	return nil
-}
-
-func (e *flowEnv) decided(id string) {
-	e.mu.Lock()
-	e.decisions[id]++
-	e.mu.Unlock()
-}
-
-func (e *flowEnv) observe(err error) {
-	e.mu.Lock()
-	e.observed = append(e.observed, err)
-	e.mu.Unlock()
-}
-
-func (e *flowEnv) armCrash(step string) <-chan struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.crashStep, e.crashed = step, make(chan struct{})
-	return e.crashed
-}
-
-// checkEffects asserts that every effect ran exactly once per attempt the
-// log records from sequence from on (STEP_STARTED, STEP_RETRYING) and every
-// decider once per DECISION_RECORDED: what the log holds from before was
-// served, not run again.
-func checkEffects(t *testing.T, mode string, log []event.Envelope, from int64, env *flowEnv) {
-	t.Helper()
-	attempts, decisions := map[string]int{}, map[string]int{}
-	for _, e := range log[from:] {
-		var p struct {
-			StepID     string `json:"stepId"`
-			DecisionID string `json:"decisionId"`
-		}
-		_ = json.Unmarshal(e.PayloadOrNull(), &p)
-		switch {
-		case e.Type == event.StepStarted || e.Type == event.StepRetrying:
-			attempts[p.StepID]++
-		case e.Type == event.DecisionRecorded && !strings.HasPrefix(p.DecisionID, "__loom_"):
-			decisions[p.DecisionID]++
-		}
-	}
-	env.mu.Lock()
-	defer env.mu.Unlock()
-	if !mapsEqual(attempts, env.effects) {
-		t.Errorf("%s: effects ran %v, the log records attempts %v", mode, sortedCounts(env.effects), sortedCounts(attempts))
-	}
-	if !mapsEqual(decisions, env.decisions) {
-		t.Errorf("%s: deciders ran %v, the log records decisions %v", mode, sortedCounts(env.decisions), sortedCounts(decisions))
-	}
-}
-
-func mapsEqual(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a { //loom:order-independent a comparison
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func sortedCounts(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m { //loom:sorted below
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "×" + strconv.Itoa(m[k])
-	}
-	return "[" + strings.Join(parts, " ") + "]"
-}
-
 // goldenStep defines a step whose effect reports to env before fn runs.
-func goldenStep[In, Out any](env *flowEnv, id string, fn func(In) (Out, error), opts ...loom.StepOption) *loom.Step[In, Out] {
+func goldenStep[In, Out any](env *goldentest.Env, id string, fn func(In) (Out, error), opts ...loom.StepOption) *loom.Step[In, Out] {
 	return loom.NewStep(id, func(ctx context.Context, in In) (Out, error) {
-		if err := env.effect(ctx); err != nil {
+		if err := env.Effect(ctx); err != nil {
 			var zero Out
 			return zero, err
 		}
@@ -286,7 +47,7 @@ type goldenReceipt struct {
 
 func hold(o goldenOrder) (string, error) { return fmt.Sprintf("hold-%s-%d", o.Item, o.Qty), nil }
 
-func twoStepGateFlow(env *flowEnv) *loom.Flow {
+func twoStepGateFlow(env *goldentest.Env) *loom.Flow {
 	reserve := goldenStep(env, "reserve", hold)
 	ship := goldenStep(env, "ship", func(r goldenReceipt) (string, error) { return "shipped " + r.Hold + " for " + r.By, nil })
 	return loom.NewFlow("golden.two-step-gate", func(ctx *loom.Context, o goldenOrder) (string, error) {
@@ -304,7 +65,7 @@ func twoStepGateFlow(env *flowEnv) *loom.Flow {
 	}, loom.WithResumeSchema("approve", `{"type":"object","properties":{"by":{"type":"string"},"note":{"type":"string"}},"required":["by"]}`))
 }
 
-func gatesFlow(env *flowEnv) *loom.Flow {
+func gatesFlow(env *goldentest.Env) *loom.Flow {
 	draft := goldenStep(env, "draft", func(doc string) (string, error) { return doc + "/draft-1", nil })
 	publish := goldenStep(env, "publish", func(by []string) (string, error) { return "published, signed by " + strings.Join(by, " and "), nil })
 	return loom.NewFlow("golden.gates", func(ctx *loom.Context, doc string) (string, error) {
@@ -341,7 +102,7 @@ func gatesFlow(env *flowEnv) *loom.Flow {
 	})
 }
 
-func untypedFailureFlow(env *flowEnv) *loom.Flow {
+func untypedFailureFlow(env *goldentest.Env) *loom.Flow {
 	flaky := goldenStep(env, "flaky", func(job string) (string, error) { return "", errors.New(job + ": upstream timed out") })
 	return loom.NewFlow("golden.untyped-failure", func(ctx *loom.Context, job string) (string, error) {
 		_, failed := loom.Run(ctx, flaky, job)
@@ -362,20 +123,20 @@ func untypedFailureFlow(env *flowEnv) *loom.Flow {
 // with sticky parks on, the answer reaches the run parked in memory, so the
 // failed step is not run again and the emit after it not repeated — the
 // same inputs write another log than a process that replays.
-func stickyAnswersInPlace(t *testing.T, c goldenCase, h *loadedHistory) {
+func stickyAnswersInPlace(t *testing.T, c goldenCase, h *goldentest.History) {
 	sticky := func(cfg *loom.Config) { cfg.StickyParks = 0 }
-	log, env := replayFrom(t, h, c.flow, sticky, -1)
-	n := int(h.actions[1].seq) + 1 // the recorded log through the answer
-	if msg, _ := diffLogs(h.raw[:n], log[:min(n, len(log))]); msg != "" {
+	log, env := goldentest.Replay(t, h, c.flow, sticky, -1)
+	n := int(h.Actions[1].Seq) + 1 // the recorded log through the answer
+	if msg, _ := goldentest.Diff(h.Raw[:n], log[:min(n, len(log))]); msg != "" {
 		t.Fatalf("under sticky parks: %s", msg)
 	}
 	if got, want := typesOf(log[n:]), []string{event.ExecutionCompleted}; !slices.Equal(got, want) {
 		t.Fatalf("under sticky parks the answered run went on with %v, want %v", got, want)
 	}
-	checkEffects(t, "under sticky parks", log, 0, env)
+	goldentest.CheckCounts(t, "under sticky parks", log, env)
 }
 
-func parallelFlow(env *flowEnv) *loom.Flow {
+func parallelFlow(env *goldentest.Env) *loom.Flow {
 	fetch := goldenStep(env, "fetch", func(o goldenOrder) (goldenOrder, error) { return o, nil })
 	price := goldenStep(env, "price", func(o goldenOrder) (int, error) { return 7 * o.Qty, nil })
 	stock := goldenStep(env, "stock", func(o goldenOrder) (bool, error) { return o.Qty < 10, nil })
@@ -401,7 +162,7 @@ func parallelFlow(env *flowEnv) *loom.Flow {
 	})
 }
 
-func decisionsFlow(env *flowEnv) *loom.Flow {
+func decisionsFlow(env *goldentest.Env) *loom.Flow {
 	type out struct {
 		At       int64   `json:"at"`
 		Later    int64   `json:"later"`
@@ -416,7 +177,7 @@ func decisionsFlow(env *flowEnv) *loom.Flow {
 	}) (out, error) {
 		at := loom.Now(ctx)
 		tier, err := loom.Decide(ctx, "tier", func() (string, error) {
-			env.decided("tier")
+			env.Decided("tier")
 			if in.Amount > 100 {
 				return "gold", nil
 			}
@@ -437,7 +198,7 @@ func decisionsFlow(env *flowEnv) *loom.Flow {
 		}
 		later := loom.Now(ctx) // the resume's instant; at stays the recorded one
 		route, err := loom.Decide(ctx, "route", func() (string, error) {
-			env.decided("route")
+			env.Decided("route")
 			return tier + "/" + answer.Verdict, nil
 		})
 		if err != nil {
@@ -448,7 +209,7 @@ func decisionsFlow(env *flowEnv) *loom.Flow {
 	})
 }
 
-func timersFlow(env *flowEnv) *loom.Flow {
+func timersFlow(env *goldentest.Env) *loom.Flow {
 	remind := goldenStep(env, "remind", func(ticket string) (string, error) { return "reminded " + ticket, nil })
 	closeTicket := goldenStep(env, "close", func(why string) (string, error) { return "closed: " + why, nil })
 	return loom.NewFlow("golden.timers", func(ctx *loom.Context, ticket string) (string, error) {
@@ -475,7 +236,7 @@ func timersFlow(env *flowEnv) *loom.Flow {
 
 const declinedSchema = `{"type":"object","properties":{"code":{"type":"string"}},"required":["code"]}`
 
-func typedFailureFlow(env *flowEnv) *loom.Flow {
+func typedFailureFlow(env *goldentest.Env) *loom.Flow {
 	type card struct {
 		Card string `json:"card"`
 	}
@@ -503,11 +264,11 @@ func typedFailureFlow(env *flowEnv) *loom.Flow {
 	})
 }
 
-func inDoubtFlow(env *flowEnv) *loom.Flow {
+func inDoubtFlow(env *goldentest.Env) *loom.Flow {
 	reserve := goldenStep(env, "reserve", func(amount int) (string, error) { return fmt.Sprintf("r_%d", amount), nil })
 	// The charge's id carries its idempotency key: a rerun is a new attempt.
 	charge := loom.NewStep("charge", func(ctx context.Context, amount int) (string, error) {
-		if err := env.effect(ctx); err != nil {
+		if err := env.Effect(ctx); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("ch_%d@%s", amount, loom.IdempotencyKey(ctx)), nil
@@ -525,7 +286,7 @@ func inDoubtFlow(env *flowEnv) *loom.Flow {
 	})
 }
 
-func lineItemsFlow(env *flowEnv) *loom.Flow {
+func lineItemsFlow(env *goldentest.Env) *loom.Flow {
 	charge := goldenStep(env, "charge", func(amount int) (string, error) { return fmt.Sprintf("ch_%d", amount), nil })
 	return loom.NewFlow("golden.line-items", func(ctx *loom.Context, items []int) ([]string, error) {
 		var ids []string
@@ -545,7 +306,7 @@ func lineItemsFlow(env *flowEnv) *loom.Flow {
 
 // reusedIDFlow is line-items written without Iter, the gate first: the
 // loop reaches the kernel's reuse check only once the answer arrives.
-func reusedIDFlow(env *flowEnv) *loom.Flow {
+func reusedIDFlow(env *goldentest.Env) *loom.Flow {
 	charge := goldenStep(env, "charge", func(amount int) (string, error) { return fmt.Sprintf("ch_%d", amount), nil })
 	return loom.NewFlow("golden.reused-id", func(ctx *loom.Context, items []int) ([]string, error) {
 		if _, err := ctx.Suspend("confirm"); err != nil {
@@ -556,7 +317,7 @@ func reusedIDFlow(env *flowEnv) *loom.Flow {
 			id, err := loom.Run(ctx, charge, amount)
 			var reused *loom.StepReusedError
 			if errors.As(err, &reused) {
-				env.observe(err)
+				env.Observe(err)
 			}
 			if err != nil {
 				return nil, err
@@ -569,8 +330,8 @@ func reusedIDFlow(env *flowEnv) *loom.Flow {
 
 // orderFlow is step, step, gate, step — the shape of every bad history's
 // flow; ids names its steps in the order the code issues them.
-func orderFlow(flowID string, ids [3]string, opts ...loom.FlowOption) func(*flowEnv) *loom.Flow {
-	return func(env *flowEnv) *loom.Flow {
+func orderFlow(flowID string, ids [3]string, opts ...loom.FlowOption) goldentest.FlowFunc {
+	return func(env *goldentest.Env) *loom.Flow {
 		var steps [3]*loom.Step[goldenOrder, string]
 		for i, id := range ids {
 			steps[i] = goldenStep(env, id, func(o goldenOrder) (string, error) { return id + ":" + o.Item, nil })
@@ -601,7 +362,7 @@ var (
 	reorderedStep    = orderFlow("golden.reordered", [3]string{"price", "validate", "ship"})
 )
 
-func fingerprintFlow(fp string, compatible ...string) func(*flowEnv) *loom.Flow {
+func fingerprintFlow(fp string, compatible ...string) goldentest.FlowFunc {
 	return orderFlow("golden.fingerprint", [3]string{"reserve", "price", "ship"},
 		loom.WithCodeFingerprint(fp), loom.WithCompatibleFingerprints(compatible...))
 }
@@ -609,14 +370,14 @@ func fingerprintFlow(fp string, compatible ...string) func(*flowEnv) *loom.Flow 
 // fromFirstPark hands today's flow the recorded log up to its first park
 // and performs the recorded answer. It returns the world, still open, the
 // prefix length and the answer's error.
-func fromFirstPark(t *testing.T, h *loadedHistory, flow func(*flowEnv) *loom.Flow) (*goldenWorld, int, error) {
+func fromFirstPark(t *testing.T, h *goldentest.History, flow goldentest.FlowFunc) (*goldentest.World, int, error) {
 	t.Helper()
-	if len(h.actions) < 2 || h.actions[1].kind != actResume {
-		t.Fatalf("%s: a bad history parks once and is answered", h.file.Name)
+	if len(h.Actions) < 2 || h.Actions[1].Kind != goldentest.ActResume {
+		t.Fatalf("%s: a bad history parks once and is answered", h.File.Name)
 	}
-	n := int(h.actions[1].seq)
-	w := newWorld(t, flow, nil, h.id, h.envs[:n])
-	_, err := w.perform(h.actions[1], true)
+	n := int(h.Actions[1].Seq)
+	w := goldentest.NewWorld(t, flow, nil, h.ID, h.Events[:n])
+	_, err := w.Perform(h.Actions[1])
 	return w, n, err
 }
 
@@ -624,18 +385,18 @@ func fromFirstPark(t *testing.T, h *loadedHistory, flow func(*flowEnv) *loom.Flo
 // the answered resume parks on the reserved divergence gate before the
 // step runs, its reason naming both ids; the answer is recorded as it was
 // and nothing else is appended.
-func refuseDiverged(issued, logged string) func(*testing.T, goldenCase, *loadedHistory) {
-	return func(t *testing.T, c goldenCase, h *loadedHistory) {
+func refuseDiverged(issued, logged string) func(*testing.T, goldenCase, *goldentest.History) {
+	return func(t *testing.T, c goldenCase, h *goldentest.History) {
 		w, n, err := fromFirstPark(t, h, c.flow)
 		if err != nil {
 			t.Fatalf("the answer was refused: %v", err)
 		}
-		w.finish()
-		log := w.log()
+		w.Finish()
+		log := w.Log()
 		if len(log) != n+2 {
 			t.Fatalf("today's code appended %d events, want the answer and the park:\n%s", len(log)-n, dumpFrom(log, n))
 		}
-		if msg, _ := diffLogs(h.raw[:n+1], log[:n+1]); msg != "" {
+		if msg, _ := goldentest.Diff(h.Raw[:n+1], log[:n+1]); msg != "" {
 			t.Fatalf("the answer was not recorded as it was: %s", msg)
 		}
 		st := fold.Fold(log)
@@ -649,26 +410,26 @@ func refuseDiverged(issued, logged string) func(*testing.T, goldenCase, *loadedH
 		if err := json.Unmarshal(log[n+1].Payload, &p); err != nil || !strings.Contains(p.Reason, `"`+issued+`"`) || !strings.Contains(p.Reason, `"`+logged+`"`) {
 			t.Fatalf("the divergence reason %q does not name %q and %q", p.Reason, issued, logged)
 		}
-		if len(w.env.effects) != 0 {
-			t.Fatalf("effects ran at a divergence: %s", sortedCounts(w.env.effects))
+		if ran := w.Env().Effects(); len(ran) != 0 {
+			t.Fatalf("effects ran at a divergence: %s", ran)
 		}
 		// The operator's way out: put the recorded code back and answer the
 		// reserved gate with null. The steps the log holds are served; only
 		// the step after the gate runs.
-		fixed := newWorld(t, c.recordedWith, nil, h.id, log)
-		defer fixed.close()
-		resume := action{kind: actResume, eventType: fold.GateDiverged, at: log[len(log)-1].Timestamp + goldenTick}
-		if _, err := fixed.perform(resume, true); err != nil {
+		fixed := goldentest.NewWorld(t, c.recordedWith, nil, h.ID, log)
+		defer fixed.Close()
+		resume := goldentest.Action{Kind: goldentest.ActResume, EventType: fold.GateDiverged, At: log[len(log)-1].Timestamp + goldentest.Tick}
+		if _, err := fixed.Perform(resume); err != nil {
 			t.Fatalf("resuming %s under the recorded code: %v", fold.GateDiverged, err)
 		}
-		fixed.finish()
-		after := fixed.log()
+		fixed.Finish()
+		after := fixed.Log()
 		want := []string{event.ExecutionResumed, event.StepStarted, event.StepCompleted, event.ExecutionCompleted}
 		if got := typesOf(after[len(log):]); !slices.Equal(got, want) || fold.Fold(after).Status != fold.StatusCompleted {
 			t.Fatalf("after the operator's resume the log goes on with %v, want %v", got, want)
 		}
-		if !mapsEqual(fixed.env.effects, map[string]int{"ship": 1}) {
-			t.Fatalf("after the operator's resume the effects ran %s, want only ship once", sortedCounts(fixed.env.effects))
+		if ran := fixed.Env().Effects(); !maps.Equal(ran, goldentest.Counts{"ship": 1}) {
+			t.Fatalf("after the operator's resume the effects ran %s, want only ship once", ran)
 		}
 	}
 }
@@ -676,44 +437,44 @@ func refuseDiverged(issued, logged string) func(*testing.T, goldenCase, *loadedH
 // refuseFingerprint: the recorded code pin v1 is not today's v2, so Resume
 // is refused with *loom.FlowCodeMismatchError naming both and the log is
 // unchanged; declared compatible, v2 replays the rest of the v1 log.
-func refuseFingerprint(t *testing.T, c goldenCase, h *loadedHistory) {
+func refuseFingerprint(t *testing.T, c goldenCase, h *goldentest.History) {
 	w, n, err := fromFirstPark(t, h, c.flow)
-	defer w.close()
 	var mismatch *loom.FlowCodeMismatchError
 	if !errors.As(err, &mismatch) || mismatch.Recorded != "v1" || mismatch.Registered != "v2" {
 		t.Fatalf("Resume under v2 returned %v, want *loom.FlowCodeMismatchError v1/v2", err)
 	}
+	defer w.Close() // the refused process; the test's cleanup closes it on a failure
 	if !strings.Contains(err.Error(), `"v1"`) || !strings.Contains(err.Error(), `"v2"`) {
 		t.Fatalf("the refusal %q does not name both fingerprints", err)
 	}
-	if log := w.log(); len(log) != n || len(w.env.effects) != 0 {
-		t.Fatalf("a refused resume left %d events (want %d) and ran %s", len(log), n, sortedCounts(w.env.effects))
+	if log, ran := w.Log(), w.Env().Effects(); len(log) != n || len(ran) != 0 {
+		t.Fatalf("a refused resume left %d events (want %d) and ran %s", len(log), n, ran)
 	}
 	compatible := fingerprintFlow("v2", "v1")
-	log, env := replayFrom(t, h, compatible, nil, 0)
-	if msg, _ := diffLogs(h.raw, log); msg != "" {
+	log, env := goldentest.Replay(t, h, compatible, nil, 0)
+	if msg, _ := goldentest.Diff(h.Raw, log); msg != "" {
 		t.Fatalf("v2 declared compatible with v1 did not replay the v1 log: %s", msg)
 	}
-	checkEffects(t, "v2 compatible with v1", h.envs, int64(n), env)
+	goldentest.CheckCounts(t, "v2 compatible with v1", h.Events[n:], env)
 }
 
 // refuseReusedID: the second call of "charge" with another input fails with
 // *loom.StepReusedError pointing at Iter; nothing is appended for it, and
 // the flow's failure is recorded.
-func refuseReusedID(t *testing.T, c goldenCase, h *loadedHistory) {
+func refuseReusedID(t *testing.T, c goldenCase, h *goldentest.History) {
 	w, n, err := fromFirstPark(t, h, c.flow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.finish()
-	log := w.log()
-	if msg, _ := diffLogs(h.raw, log); msg != "" {
+	w.Finish()
+	log := w.Log()
+	if msg, _ := goldentest.Diff(h.Raw, log); msg != "" {
 		t.Fatal(msg)
 	}
 	var reused *loom.StepReusedError
-	if len(w.env.observed) != 1 || !errors.As(w.env.observed[0], &reused) || reused.ID != "charge" || reused.Kind != "step" ||
+	if seen := w.Env().Observed(); len(seen) != 1 || !errors.As(seen[0], &reused) || reused.ID != "charge" || reused.Kind != "step" ||
 		!strings.Contains(reused.Error(), "Iter") {
-		t.Fatalf("the flow saw %v, want one *loom.StepReusedError for charge that says Iter", w.env.observed)
+		t.Fatalf("the flow saw %v, want one *loom.StepReusedError for charge that says Iter", seen)
 	}
 	want := []string{event.ExecutionResumed, event.StepStarted, event.StepCompleted, event.ExecutionFailed}
 	if got := typesOf(log[n:]); !slices.Equal(got, want) {
@@ -727,8 +488,8 @@ func refuseReusedID(t *testing.T, c goldenCase, h *loadedHistory) {
 	if err := json.Unmarshal(log[len(log)-1].Payload, &failed); err != nil || !strings.Contains(failed.Error.Message, "Iter") {
 		t.Fatalf("EXECUTION_FAILED says %q, want the reuse error naming Iter", failed.Error.Message)
 	}
-	if w.env.effects["charge"] != 1 {
-		t.Fatalf("charge ran %d times, want once: the reused call must not run", w.env.effects["charge"])
+	if ran := w.Env().Effects()["charge"]; ran != 1 {
+		t.Fatalf("charge ran %d times, want once: the reused call must not run", ran)
 	}
 }
 
@@ -743,7 +504,7 @@ func typesOf(log []event.Envelope) []string {
 func dumpFrom(log []event.Envelope, from int) string {
 	var b strings.Builder
 	for _, e := range log[from:] {
-		c, _ := canonicalEnvelope(e)
+		c, _ := goldentest.Canonical(e)
 		b.Write(c)
 		b.WriteByte('\n')
 	}

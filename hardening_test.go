@@ -547,12 +547,12 @@ func TestADR0113_ARenamedGateParksOnTheDivergedGate(t *testing.T) {
 func TestInexactJSONFailsTheStepAndNeverReachesTheLog(t *testing.T) {
 	var emitErr error
 	flow := loom.NewFlow("inexact", func(ctx *loom.Context, _ struct{}) (string, error) {
-		_, err := ctx.Run("dup", func(context.Context) (any, error) { return json.RawMessage(`{"a":1,"a":2}`), nil })
+		_, err := ctx.Run("dup", func(context.Context) (any, error) { return json.RawMessage(`{"a":"\udc00"}`), nil })
 		var se *loom.StepError
 		if !errors.As(err, &se) {
 			return "", errors.New("want a step error")
 		}
-		emitErr = ctx.Emit("thing.happened", json.RawMessage(`{"who":"\ud800"}`))
+		emitErr = ctx.Emit("thing.happened", json.RawMessage(`{"who":1,"who":2}`))
 		return "went on", nil
 	})
 	h := newHarness(t, flow)

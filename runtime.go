@@ -222,8 +222,14 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 		return "", err
 	}
 	in, err := marshalPayload(input)
+	if err == nil {
+		err = event.ValidateCarried("input", in)
+	}
 	if err != nil {
 		return "", fmt.Errorf("loom: encoding input: %w", err)
+	}
+	if err := flow.checkInput(in); err != nil {
+		return "", err
 	}
 	if err := rt.authorize(ctx, "start", id, flowID, false); err != nil {
 		return "", err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loom-kernel/loom/effect"
 	"github.com/loom-kernel/loom/internal/schema"
+	"github.com/loom-kernel/loom/middleware"
 )
 
 // Task is the untyped core of a durable step (spec §2 ctx.execute): what
@@ -41,6 +42,10 @@ type Task struct {
 	// Timeout bounds each attempt of the effect (K8); Config.MaxEffectTime
 	// bounds every effect.
 	Timeout time.Duration
+	// Retry, when set, retries a failed attempt of this step under the
+	// policy (STEP_RETRYING per retry, within the same step id); nil takes
+	// Config.DefaultRetry, and without that a failure is final.
+	Retry *middleware.RetryPolicy
 
 	compiled *channelSchemas
 }
@@ -91,6 +96,21 @@ func Kind(kind string) StepOption { return func(t *Task) { t.Kind = kind } }
 
 // ToolID sets the recorded effect id.
 func ToolID(id string) StepOption { return func(t *Task) { t.ToolID = id } }
+
+// StepTimeout bounds each attempt of the step's effect: past d the
+// attempt's context is cancelled, and the attempt fails (and is retried
+// when a retry policy allows it).
+func StepTimeout(d time.Duration) StepOption { return func(t *Task) { t.Timeout = d } }
+
+// WithRetry retries a failed attempt of the step under policy: attempts,
+// backoff, and which failures are retryable (middleware.RetryPolicy; its
+// zero value is 3 attempts with exponential backoff, never retrying a typed
+// failure, a denial or a cancellation). Each retry is a durable
+// STEP_RETRYING {attempt, error, delayMs}, and the new attempt has its own
+// idempotency key. It overrides Config.DefaultRetry for this step.
+func WithRetry(policy middleware.RetryPolicy) StepOption {
+	return func(t *Task) { t.Retry = &policy }
+}
 
 // ErrorChannel declares a typed failure channel and its payload schema.
 func ErrorChannel(channel, jsonSchema string) StepOption {

@@ -172,6 +172,24 @@ func validateJSON(field string, raw json.RawMessage, limit int, allowEmpty bool)
 	return nil
 }
 
+// ValidateCarried refuses a value the kernel carries inside a payload (a
+// step's input or output, an execution's input or output) that no reader
+// of the log could read alike: invalid UTF-8 or a lone surrogate escape.
+// Member names may repeat inside it; readers take the last, as JSON.parse
+// and Canonical do.
+func ValidateCarried(field string, raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var ie *InexactJSONError
+	if err := UnmarshalExact(raw, new(json.RawMessage)); errors.As(err, &ie) {
+		return &InvalidEnvelopeError{Field: field, Reason: "is not exact JSON (" + string(ie.Reason) + "): every reader of the log must read it alike"}
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
 // ValidateExact refuses a payload (or metadata value) that the fold would
 // read as malformed: a member name repeated at the top of an object, a
 // lone surrogate escape, anything UnmarshalExact refuses at that level.
