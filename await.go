@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
@@ -130,7 +129,7 @@ func (rt *Runtime) waitFor(ctx context.Context, id string, untilDriveEnds bool, 
 	}
 	sub, ok := rt.cfg.Events.(store.Subscriber)
 	if !ok {
-		return fold.State{}, fmt.Errorf("loom: waiting needs an event store that implements store.Subscriber")
+		return fold.State{}, &NotConfiguredError{Field: "Events (an event store that implements store.Subscriber)", Need: "waiting for an execution"}
 	}
 	s, err := sub.Subscribe(ctx, id, l.state.Sequence+1)
 	if err != nil {

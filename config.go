@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/loom-kernel/loom/effect"
@@ -15,10 +16,18 @@ import (
 )
 
 // Config is the composition root: the stores, the flows and the hooks a
-// Runtime is built from. Every field but Events is optional; the zero value
-// of each optional field is its documented default.
+// Runtime is built from. An event store is required (Storage or Events);
+// every other field is optional, and the zero value of each is its
+// documented default. New refuses a Config whose fields contradict each
+// other, naming the field to change.
 type Config struct {
-	// Events is the durable log. Required.
+	// Storage wires every store a storage preset provides in one field:
+	// loom.Config{Storage: st} with st from plugins/sqlite.Storage,
+	// plugins/postgres.Storage or memstore.NewSet. It fills Events,
+	// Snapshots, Branches, Timers and Leases; a field also set by hand must
+	// be the same store (New refuses two).
+	Storage store.Provider
+	// Events is the durable log. Required, here or through Storage.
 	Events store.EventStore
 	// Snapshots, when set, checkpoints state at every suspend, at every fork
 	// and every SnapshotEvery events, so a resume folds only the tail.
@@ -94,7 +103,8 @@ type Config struct {
 	Clock Clock
 	// NewID mints execution and event ids (default 128 random bits, hex).
 	NewID func() string
-	// Logger receives divergence warnings and recovery notes (default: none).
+	// Logger receives divergence warnings, recovery notes and every
+	// best-effort failure the runtime rides out (default slog.Default()).
 	Logger *slog.Logger
 }
 
@@ -192,6 +202,81 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// wireStorage fills the store fields from Storage, refusing a field set by
+// hand to another store than the preset's.
+func (c *Config) wireStorage() error {
+	if c.Storage == nil {
+		return nil
+	}
+	s := c.Storage.StoreSet()
+	pick := func(name string, set, preset any) error {
+		if set != nil && preset != nil && set != preset {
+			return &ConfigError{Field: name, Problem: "is set to another store than Storage's; set one or the other"}
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name        string
+		set, preset any
+	}{{"Events", c.Events, s.Events}, {"Snapshots", c.Snapshots, s.Snapshots}, {"Branches", c.Branches, s.Branches},
+		{"Timers", c.Timers, s.Timers}, {"Leases", c.Leases, s.Leases}} {
+		if err := pick(f.name, nilIfNil(f.set), nilIfNil(f.preset)); err != nil {
+			return err
+		}
+	}
+	if c.Events == nil {
+		c.Events = s.Events
+	}
+	if c.Snapshots == nil {
+		c.Snapshots = s.Snapshots
+	}
+	if c.Branches == nil {
+		c.Branches = s.Branches
+	}
+	if c.Timers == nil {
+		c.Timers = s.Timers
+	}
+	if c.Leases == nil {
+		c.Leases = s.Leases
+	}
+	return nil
+}
+
+// nilIfNil turns an interface holding a nil pointer into nil.
+func nilIfNil(v any) any {
+	if v == nil {
+		return nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil
+	}
+	return v
+}
+
+// validate refuses fields that contradict each other, before defaults.
+func (c *Config) validate() error {
+	refuse := func(field, problem string) error { return &ConfigError{Field: field, Problem: problem} }
+	switch {
+	case c.Events == nil:
+		return refuse("Events", "is required: set Storage (e.g. plugins/sqlite.Storage) or Events")
+	case c.SnapshotEvery > 0 && c.Snapshots == nil:
+		return refuse("SnapshotEvery", "needs Config.Snapshots to write the snapshots to")
+	case c.TimerPoll > 0 && c.Timers == nil:
+		return refuse("TimerPoll", "needs Config.Timers: there is nothing to poll")
+	case c.Heartbeat > 0 && c.LeaseTTL > 0 && c.Heartbeat >= c.LeaseTTL:
+		return refuse("Heartbeat", "must be shorter than LeaseTTL, or every lease lapses between two heartbeats")
+	case c.Heartbeat > 0 && c.Leases == nil:
+		return refuse("Heartbeat", "needs Config.Leases: there is no lease to renew")
+	case c.Durability != WriteBehind && c.Durability != StepDurable:
+		return refuse("Durability", "is not WriteBehind or StepDurable")
+	case c.Divergence != DivergenceFail && c.Divergence != DivergenceWarn && c.Divergence != DivergenceOff:
+		return refuse("Divergence", "is not DivergenceFail, DivergenceWarn or DivergenceOff")
+	case c.MaxEffectTime < 0:
+		return refuse("MaxEffectTime", "is negative")
+	}
+	return nil
+}
+
 func (c *Config) applyDefaults() {
 	if c.Snapshots != nil && c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 1000
@@ -203,7 +288,7 @@ func (c *Config) applyDefaults() {
 		c.NewID = randomID
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	if c.TimerPoll == 0 {
 		c.TimerPoll = time.Second

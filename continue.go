@@ -37,7 +37,7 @@ func (c *Context) ContinueAsNew(input any) error {
 	c.checkpoint()
 	r := c.drive
 	if !r.rt.cfg.Features.ContinueAsNew {
-		return fmt.Errorf("%w: continueAsNew needs Features.ContinueAsNew", ErrFeatureDisabled)
+		return &NotConfiguredError{Field: "Features.ContinueAsNew", Need: "continueAsNew"}
 	}
 	if c.branch != "" {
 		return fmt.Errorf("loom: continueAsNew is called from the flow's root goroutine, not a Parallel branch")

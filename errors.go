@@ -80,6 +80,19 @@ type ResumePayloadValidationError struct {
 	ExecutionID string
 	Gate        string
 	Detail      string
+	// Violations say where and how the payload fails the gate's resume
+	// schema, when that is why it was refused.
+	Violations []SchemaViolation
+}
+
+// SchemaViolation is one way a payload fails a JSON Schema: Pointer is a
+// JSON pointer into the payload (RFC 6901), Keyword the schema keyword that
+// refused it (type, required, minimum…), Message the validator's words. It
+// never holds the payload's values.
+type SchemaViolation struct {
+	Pointer string `json:"pointer"`
+	Keyword string `json:"keyword"`
+	Message string `json:"message"`
 }
 
 func (e *ResumePayloadValidationError) Error() string {
@@ -374,4 +387,35 @@ type ExecutionContinuedError struct {
 func (e *ExecutionContinuedError) Error() string {
 	return "loom: execution " + strconv.Quote(e.ExecutionID) + " continued as " + strconv.Quote(e.Next) +
 		"; await that one (or use WaitForChain)"
+}
+
+// ConfigError is New's refusal of a Config: Field names the field to
+// change, Problem says why.
+type ConfigError struct {
+	Field   string
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return "loom: Config." + e.Field + " " + e.Problem }
+
+// ErrNotConfigured matches every *NotConfiguredError.
+var ErrNotConfigured = errors.New("loom: not configured")
+
+// NotConfiguredError refuses a syscall or a call that needs a store or a
+// feature the Runtime was built without — at the call, with nothing
+// appended, never a park that no one will ever wake. Field names the
+// Config field to set.
+type NotConfiguredError struct {
+	Field string // e.g. "Timers", "Branches", "Features.Inbox"
+	Need  string // what needed it, e.g. "a timed wait (Sleep)"
+}
+
+func (e *NotConfiguredError) Error() string {
+	return "loom: " + e.Need + " needs Config." + e.Field + "; set it (a storage preset's Storage wires every store)"
+}
+
+// Is makes errors.Is(err, ErrNotConfigured) true, and
+// errors.Is(err, ErrFeatureDisabled) for a kernel feature flag.
+func (e *NotConfiguredError) Is(target error) bool {
+	return target == ErrNotConfigured || target == ErrFeatureDisabled && strings.HasPrefix(e.Field, "Features.")
 }

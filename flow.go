@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
@@ -131,4 +132,32 @@ func checkCodePin(id string, st fold.State, flow *Flow) error {
 		return nil
 	}
 	return &FlowCodeMismatchError{ExecutionID: id, FlowID: flow.ID, Recorded: recorded, Registered: flow.CodeFingerprint}
+}
+
+// FlowInfo describes a registered flow to tools (the wire handshake, `loom
+// gate`): its id, its code pins, and the JSON Schema each gate's answer
+// must satisfy (gates without one take any JSON).
+type FlowInfo struct {
+	ID                     string                     `json:"id"`
+	CodeFingerprint        string                     `json:"codeFingerprint,omitempty"`
+	CompatibleFingerprints []string                   `json:"compatibleFingerprints,omitempty"`
+	ResumeSchemas          map[string]json.RawMessage `json:"resumeSchemas,omitempty"`
+}
+
+// Flows lists the registered flows, by id.
+func (rt *Runtime) Flows() []FlowInfo {
+	out := make([]FlowInfo, 0, len(rt.flows))
+	for _, f := range rt.flows { //loom:sorted below
+		info := FlowInfo{ID: f.ID, CodeFingerprint: f.CodeFingerprint,
+			CompatibleFingerprints: slices.Clone(f.CompatibleFingerprints)}
+		for gate, src := range f.ResumeSchemas { //loom:order-independent map into map
+			if info.ResumeSchemas == nil {
+				info.ResumeSchemas = map[string]json.RawMessage{}
+			}
+			info.ResumeSchemas[gate] = json.RawMessage(src)
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b FlowInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }

@@ -172,7 +172,7 @@ func driveMeta(s fold.State, simulate bool) map[string]json.RawMessage {
 // missing): promotion is a pointer move, never a merge.
 func (rt *Runtime) Promote(ctx context.Context, ref, id string) (store.Ref, error) {
 	if rt.cfg.Branches == nil {
-		return store.Ref{}, errors.New("loom: Promote needs Config.Branches")
+		return store.Ref{}, &NotConfiguredError{Field: "Branches", Need: "Promote"}
 	}
 	if _, err := rt.LoadState(ctx, id); err != nil {
 		return store.Ref{}, err

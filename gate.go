@@ -67,7 +67,11 @@ func refusalError(id string, err error) error {
 		return err
 	}
 	if r.Kind == admission.PayloadInvalid {
-		return &ResumePayloadValidationError{ExecutionID: id, Gate: r.Gate, Detail: r.Detail}
+		e := &ResumePayloadValidationError{ExecutionID: id, Gate: r.Gate, Detail: r.Detail}
+		for _, v := range r.Violations {
+			e.Violations = append(e.Violations, SchemaViolation(v))
+		}
+		return e
 	}
 	return &ResumeRefusedError{ExecutionID: id, Reason: RefusalReason(r.Reason), Detail: r.Detail}
 }

@@ -115,7 +115,7 @@ func consumedPayload(w waitSpec, m message) map[string]any {
 // "send".
 func (rt *Runtime) Send(ctx context.Context, id, topic string, payload any) error {
 	if !rt.cfg.Features.Inbox {
-		return fmt.Errorf("%w: Send needs Features.Inbox", ErrFeatureDisabled)
+		return &NotConfiguredError{Field: "Features.Inbox", Need: "Send"}
 	}
 	if err := event.ValidateID("execution id", id); err != nil {
 		return err

@@ -3,6 +3,7 @@ package loom_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,8 +22,8 @@ func twoNodes(t *testing.T, flow *loom.Flow) (*harness, *loom.Runtime, *loom.Run
 	leases := memstore.NewLeaseStore()
 	h := newHarnessWith(t, loom.Config{}, flow)
 	node := func(name string) *loom.Runtime {
-		rt, err := loom.New(loom.Config{Events: h.events, Snapshots: h.snaps, Flows: []*loom.Flow{flow}, Clock: clock,
-			Leases: leases, NodeID: name, LeaseTTL: 30 * time.Second, Heartbeat: -1})
+		rt, err := loom.New(loom.Config{Events: h.events, Snapshots: h.snaps, Timers: h.timers, TimerPoll: -1, Flows: []*loom.Flow{flow}, Clock: clock,
+			Leases: leases, NodeID: name, LeaseTTL: 30 * time.Second, Heartbeat: -1, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,8 +67,11 @@ type execution struct {
 // New builds a Runtime from cfg. It refuses a missing event store, a flow
 // registered twice and a flow whose resume schemas do not compile.
 func New(cfg Config) (*Runtime, error) {
-	if cfg.Events == nil {
-		return nil, errors.New("loom: Config.Events is required")
+	if err := cfg.wireStorage(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	cfg.applyDefaults()
 	rt := &Runtime{cfg: cfg, flows: map[string]*Flow{}, live: map[string]*execution{}}
@@ -243,6 +246,9 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 		started["principal"] = json.RawMessage(raw)
 	}
 	var deadline *int64
+	if o.deadline != nil && rt.cfg.Timers == nil {
+		return "", &NotConfiguredError{Field: "Timers", Need: "WithDeadline (its timer cancels a parked execution)"}
+	}
 	if o.deadline != nil {
 		ms := o.deadline.UnixMilli()
 		deadline = &ms

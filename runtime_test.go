@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,8 @@ type harness struct {
 	t      *testing.T
 	events *memstore.EventStore
 	snaps  *memstore.SnapshotStore
+	timers *memstore.TimerStore
+	bare   bool // no timer store: for the tests of what is missing
 	rt     *loom.Runtime
 	cfg    loom.Config
 	calls  atomic.Int64
@@ -74,7 +77,15 @@ func newHarness(t *testing.T, flows ...*loom.Flow) *harness {
 // newHarnessWith uses cfg's hooks and options over fresh memory stores.
 func newHarnessWith(t *testing.T, cfg loom.Config, flows ...*loom.Flow) *harness {
 	t.Helper()
-	h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore(), cfg: cfg}
+	h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore(), timers: memstore.NewTimerStore(), cfg: cfg}
+	h.rt = h.open(flows...)
+	return h
+}
+
+// newBareHarness is newHarness without a timer store.
+func newBareHarness(t *testing.T, flows ...*loom.Flow) *harness {
+	t.Helper()
+	h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore(), bare: true}
 	h.rt = h.open(flows...)
 	return h
 }
@@ -82,6 +93,16 @@ func newHarnessWith(t *testing.T, cfg loom.Config, flows ...*loom.Flow) *harness
 func (h *harness) open(flows ...*loom.Flow) *loom.Runtime {
 	cfg := h.cfg
 	cfg.Events, cfg.Snapshots, cfg.Flows = h.events, h.snaps, flows
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler) // the runtime's default is slog.Default()
+	}
+	if cfg.Timers == nil && !h.bare {
+		// Timed waits need a timer store; the harness's is fired by hand.
+		cfg.Timers = h.timers
+		if cfg.TimerPoll == 0 {
+			cfg.TimerPoll = -1
+		}
+	}
 	rt, err := loom.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)

@@ -69,10 +69,17 @@ type Selected struct {
 func (c *Context) Select(cases ...SelectCase) (Selected, error) {
 	c.checkpoint()
 	if !c.drive.rt.cfg.Features.Inbox {
-		return Selected{}, fmt.Errorf("%w: select needs Features.Inbox", ErrFeatureDisabled)
+		return Selected{}, &NotConfiguredError{Field: "Features.Inbox", Need: "select (and receive)"}
 	}
 	if len(cases) == 0 {
 		return Selected{}, errors.New("loom: select needs at least one case")
+	}
+	for _, sc := range cases {
+		if sc.kind == waitTimer {
+			if err := c.needTimers("a Select with a timer case"); err != nil {
+				return Selected{}, err
+			}
+		}
 	}
 	base := c.implicitID("select")
 	waits := make([]waitSpec, len(cases))

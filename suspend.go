@@ -63,6 +63,9 @@ func (c *Context) Suspend(gate string, opts ...SuspendOption) (json.RawMessage, 
 	}
 	p := suspendPayload{On: gate, CorrelationKey: o.correlationKey}
 	if o.timeout != nil {
+		if err := c.needTimers("a gate with a Timeout"); err != nil {
+			return nil, err
+		}
 		// The deadline is read (a recorded decision) whether or not the gate
 		// is already answered, so every run mints the same decision ids.
 		ms := o.timeout.Milliseconds()

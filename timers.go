@@ -32,12 +32,26 @@ func parkTimerKey(id string) string { return "park:" + id }
 // lengthen it, and it ends exactly once, by the timer.
 func (c *Context) Sleep(d time.Duration) error {
 	c.checkpoint()
+	if err := c.needTimers("a timed wait (Sleep)"); err != nil {
+		return err
+	}
 	return c.sleepUntil(c.recordedNow() + d.Milliseconds())
+}
+
+// needTimers refuses a timed wait the runtime could never wake.
+func (c *Context) needTimers(need string) error {
+	if c.drive.rt.cfg.Timers == nil {
+		return &NotConfiguredError{Field: "Timers", Need: need}
+	}
+	return nil
 }
 
 // SleepUntil parks the execution until t (recorded in the log as wakeAt).
 func (c *Context) SleepUntil(t time.Time) error {
 	c.checkpoint()
+	if err := c.needTimers("a timed wait (SleepUntil)"); err != nil {
+		return err
+	}
 	return c.sleepUntil(t.UnixMilli())
 }
 
@@ -145,7 +159,7 @@ const timerBatch = 500
 func (rt *Runtime) FireDueTimers(ctx context.Context) (int, error) {
 	ts := rt.cfg.Timers
 	if ts == nil {
-		return 0, errors.New("loom: FireDueTimers needs Config.Timers")
+		return 0, &NotConfiguredError{Field: "Timers", Need: "FireDueTimers"}
 	}
 	fired := 0
 	for {

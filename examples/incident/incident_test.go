@@ -158,9 +158,10 @@ func TestRemediateFlowInProcess(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	events, snaps := memstore.NewEventStore(), memstore.NewSnapshotStore()
+	events, snaps, timers := memstore.NewEventStore(), memstore.NewSnapshotStore(), memstore.NewTimerStore()
 	open := func(fx *effectCounter) *loom.Runtime {
 		rt, err := loom.New(loom.Config{Events: events, Snapshots: snaps, Branches: memstore.NewBranchRegistry(),
+			Timers: timers, TimerPoll: -1,
 			Flows: []*loom.Flow{newRemediateFlow(fx)}, Durability: loom.StepDurable})
 		if err != nil {
 			t.Fatal(err)

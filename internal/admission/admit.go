@@ -2,6 +2,7 @@ package admission
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -358,7 +359,12 @@ func shape(schemas map[string]*schema.Schema, park fold.Suspension, ev Event) (j
 	}
 	parsed, err := s.Parse(payload)
 	if err != nil {
-		return nil, invalid(RuleShape, ev.Type, err.Error()+"; send a payload the gate's resume schema accepts")
+		r := invalid(RuleShape, ev.Type, err.Error()+"; send a payload the gate's resume schema accepts")
+		var ie *schema.InvalidError
+		if errors.As(err, &ie) {
+			r.Violations = ie.Violations
+		}
+		return nil, r
 	}
 	return parsed, nil
 }

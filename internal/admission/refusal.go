@@ -1,6 +1,10 @@
 package admission
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/loom-kernel/loom/internal/schema"
+)
 
 // Kind says which of the runtime's two refusal errors a Refusal becomes.
 type Kind string
@@ -75,6 +79,9 @@ type Refusal struct {
 	Detail string
 	// Rule is the rule that refused.
 	Rule Rule
+	// Violations say where and how a payload fails the gate's resume
+	// schema (PayloadInvalid at the shape rule); never the payload itself.
+	Violations []schema.Violation
 }
 
 func (r *Refusal) Error() string {

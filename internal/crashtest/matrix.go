@@ -133,11 +133,15 @@ func (fixedClock) Now() time.Time { return time.UnixMilli(1_700_000_000_000) }
 // Replay divergence fails (parks on the reserved gate): a recovery of
 // unchanged code must never diverge, and the matrix would see the park.
 func newRuntime(s Stores, spec flowSpec, d loom.Durability, w *World, logs *logBuffer) (*loom.Runtime, error) {
+	every := 0
+	if s.Snapshots != nil {
+		every = SnapshotEvery
+	}
 	return loom.New(loom.Config{
 		Events:        s.Events,
 		Snapshots:     s.Snapshots,
 		Flows:         []*loom.Flow{spec.build(w)},
-		SnapshotEvery: SnapshotEvery,
+		SnapshotEvery: every,
 		Durability:    d,
 		Divergence:    loom.DivergenceFail,
 		Clock:         fixedClock{},

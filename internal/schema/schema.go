@@ -87,7 +87,7 @@ func (s *Schema) Parse(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: not JSON", ErrInvalid)
 	}
 	if err := s.compiled.Validate(inst); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, summarize(err))
+		return nil, invalidError(err)
 	}
 	return event.Canonical(withDefaults)
 }
@@ -115,20 +115,78 @@ func (s *Schema) fillDefaults(raw json.RawMessage) (json.RawMessage, error) {
 
 var english = message.NewPrinter(language.English)
 
-// summarize keeps the validator's message to where and what failed.
-func summarize(err error) string {
+// MaxViolations bounds the violations an InvalidError lists.
+const MaxViolations = 16
+
+// Violation is one way a payload fails its schema: where (a JSON pointer
+// into the payload), which keyword refused it, and the validator's
+// message. It never holds the payload's values.
+type Violation struct {
+	Pointer string `json:"pointer"`
+	Keyword string `json:"keyword"`
+	Message string `json:"message"`
+}
+
+// InvalidError is a payload the schema refuses, with every leaf violation
+// (at most MaxViolations). It matches ErrInvalid.
+type InvalidError struct {
+	Violations []Violation
+}
+
+func (e *InvalidError) Error() string {
+	if len(e.Violations) == 0 {
+		return ErrInvalid.Error()
+	}
+	v := e.Violations[0]
+	s := ErrInvalid.Error() + ": at " + v.Pointer + ": " + v.Message
+	if n := len(e.Violations) - 1; n > 0 {
+		s += fmt.Sprintf(" (and %d more)", n)
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// invalidError collects the leaf violations of a validation error, in the
+// validator's order.
+func invalidError(err error) error {
 	var ve *jsonschema.ValidationError
-	if errors.As(err, &ve) {
-		leaf := ve
-		for len(leaf.Causes) > 0 {
-			leaf = leaf.Causes[0]
+	if !errors.As(err, &ve) {
+		return fmt.Errorf("%w: invalid", ErrInvalid)
+	}
+	out := &InvalidError{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(out.Violations) >= MaxViolations {
+			return
 		}
-		loc := "/" + strings.Join(leaf.InstanceLocation, "/")
-		msg := leaf.ErrorKind.LocalizedString(english)
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		msg := e.ErrorKind.LocalizedString(english)
 		if len(msg) > 200 {
 			msg = msg[:200] + "…"
 		}
-		return "at " + loc + ": " + msg
+		out.Violations = append(out.Violations, Violation{Pointer: pointer(e.InstanceLocation),
+			Keyword: strings.Join(e.ErrorKind.KeywordPath(), "/"), Message: msg})
 	}
-	return "invalid"
+	walk(ve)
+	return out
+}
+
+// pointer renders an instance location as a JSON pointer (RFC 6901).
+func pointer(loc []string) string {
+	var b strings.Builder
+	for _, tok := range loc {
+		b.WriteByte('/')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1"))
+	}
+	if b.Len() == 0 {
+		return "/"
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -41,4 +42,34 @@ func TestCompileRefusesExternalReferences(t *testing.T) {
 			t.Errorf("Compile(%s) succeeded", src)
 		}
 	}
+}
+
+func TestARefusalListsEveryViolationWithItsPointerAndKeyword(t *testing.T) {
+	s, err := Compile(`{"type":"object","properties":{"approved":{"type":"boolean"},"a/b":{"type":"integer"}},"required":["approved","by"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Parse(json.RawMessage(`{"approved":"yes","a/b":"secret-value"}`))
+	var ie *InvalidError
+	if !errors.As(err, &ie) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Parse = %v, want *InvalidError", err)
+	}
+	got := map[string]string{}
+	for _, v := range ie.Violations {
+		got[v.Pointer] = v.Keyword
+		if strings.Contains(v.Message, "secret-value") {
+			t.Fatalf("a violation echoes the payload: %+v", v)
+		}
+	}
+	want := map[string]string{"/approved": "properties/approved/type", "/a~1b": "properties/a~1b/type", "/": "required"}
+	for p, k := range want {
+		if !strings.HasSuffix(got[p], lastKeyword(k)) {
+			t.Fatalf("violations %+v: want %s at %s", ie.Violations, k, p)
+		}
+	}
+}
+
+func lastKeyword(path string) string {
+	parts := strings.Split(path, "/")
+	return parts[len(parts)-1]
 }
