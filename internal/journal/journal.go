@@ -103,7 +103,8 @@ type Journal struct {
 	// durable.
 	snapPending *fold.State
 	saving      bool
-	err         error
+	err         error         // a failed write: sticky, ends every barrier
+	halted      error         // Halt's reason: refuses commits; queued writes still land
 	sealed      bool          // a terminal event was committed: nothing may follow
 	changed     chan struct{} // closed and replaced on every durable step or failure
 }
@@ -153,6 +154,9 @@ func (j *Journal) append(typ string, payload any, meta map[string]json.RawMessag
 	defer j.mu.Unlock()
 	if j.err != nil {
 		return event.Envelope{}, j.err
+	}
+	if j.halted != nil {
+		return event.Envelope{}, j.halted
 	}
 	if j.sealed {
 		return event.Envelope{}, ErrSealed
@@ -266,29 +270,33 @@ func (j *Journal) startSaveLocked() {
 // execution stays as its log has it.
 func (j *Journal) Halt(err error) {
 	j.mu.Lock()
-	if j.err == nil {
-		j.err = err
+	if j.halted == nil {
+		j.halted = err
 	}
-	j.notifyLocked()
 	j.mu.Unlock()
 }
 
-// Ended reports whether a terminal event was committed or the journal failed.
+// Ended reports whether a terminal event was committed, the journal
+// failed, or it was halted.
 func (j *Journal) Ended() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.sealed || j.err != nil
+	return j.sealed || j.err != nil || j.halted != nil
 }
 
-// Err returns the journal's sticky failure, if any.
+// Err returns the journal's sticky failure or halt, if any.
 func (j *Journal) Err() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.err
+	if j.err != nil {
+		return j.err
+	}
+	return j.halted
 }
 
 // Barrier waits until every event committed before the call is durable. It
-// reports a failure only for events that did not become durable.
+// reports a failure only for events that did not become durable: a halt
+// does not cut it short, since what was queued is still written.
 func (j *Journal) Barrier(ctx context.Context) error {
 	j.mu.Lock()
 	target := j.next
