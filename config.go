@@ -73,6 +73,11 @@ type Config struct {
 	// Heartbeat is how often leases are renewed (default LeaseTTL/3;
 	// negative: no background heartbeat, call RenewLeases).
 	Heartbeat time.Duration
+	// Recovery tunes the automatic recovery of crashed executions: by
+	// default the runtime re-drives what a stopped process left running,
+	// at start and every Recovery.Interval, without the app calling
+	// anything.
+	Recovery Recovery
 	// DisableFencing turns off fencing even when the event store offers it
 	// (store.Fencer). With fencing, a driver that another process took the
 	// execution over from (a re-drive, a resume) has its appends refused
@@ -106,6 +111,19 @@ type Config struct {
 	// Logger receives divergence warnings, recovery notes and every
 	// best-effort failure the runtime rides out (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// Recovery configures automatic recovery (see Runtime.Recover). Recovery
+// is the kernel's own act: it never goes through the ResumeAuthenticator
+// or the Authorizer, and records EXECUTION_RECOVERED.
+type Recovery struct {
+	// Disabled turns automatic recovery off; call Runtime.Recover yourself.
+	Disabled bool
+	// Interval is the time between passes (default LeaseTTL). A pass skips
+	// an execution another node's live lease holds; without Config.Leases
+	// it skips one whose log moved within the last LeaseTTL, since nothing
+	// else says whether another process still drives it.
+	Interval time.Duration
 }
 
 // Features are the kernel.features flags (spec §2, ADRs 0109, 0110, 0112).
@@ -304,5 +322,8 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = c.LeaseTTL / 3
+	}
+	if c.Recovery.Interval <= 0 {
+		c.Recovery.Interval = c.LeaseTTL
 	}
 }

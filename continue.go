@@ -3,6 +3,7 @@ package loom
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -61,6 +62,13 @@ func (c *Context) ContinueAsNew(input any) error {
 	r.successor = next
 	r.mu.Unlock()
 	r.root.stop.Store(true)
+	// The successor starts first, then this execution ends: a crash in
+	// between leaves this one running, and its recovery finds the
+	// successor already there — so no recovery has to look for continued
+	// executions whose successor never started.
+	if err := r.rt.startSuccessor(r.ctx, r.flow, next); err != nil {
+		r.abort(err)
+	}
 	if _, err := r.j.CommitTerminal(event.ExecutionContinued, next, kernelStamp()); err != nil {
 		r.abort(err)
 	}
@@ -80,17 +88,18 @@ func chainIndex(st fold.State) (int, error) {
 	return link.Index, nil
 }
 
-// startSuccessor starts the execution a continued one handed over to; a
-// successor that already exists (started by another process, or before a
-// crash) is left alone.
-func (rt *Runtime) startSuccessor(ctx context.Context, from string, flow *Flow, s *successor) {
+// startSuccessor starts the execution a continuing one hands over to; a
+// successor that already exists (started before a crash, by this
+// execution's earlier drive) is left alone.
+func (rt *Runtime) startSuccessor(ctx context.Context, flow *Flow, s *successor) error {
 	started := map[string]any{"input": s.Input, "chain": s.Chain}
 	if len(s.Carry) > 0 {
 		started["carry"] = s.Carry
 	}
-	if err := rt.start(ctx, flow, s.ID, started, nil); err != nil && ctx.Err() == nil {
-		rt.cfg.Logger.Warn("loom: successor not started; Recover starts it", "execution", from, "next", s.ID, "error", err)
+	if err := rt.start(ctx, flow, s.ID, started, nil); err != nil && !errors.Is(err, ErrExecutionExists) {
+		return fmt.Errorf("loom: starting the successor %q: %w", s.ID, err)
 	}
+	return nil
 }
 
 // recoverSuccessor starts the successor of a continued execution whose
@@ -112,6 +121,8 @@ func (rt *Runtime) recoverSuccessor(ctx context.Context, id string, flow *Flow, 
 	if err := unmarshalRecorded(last[0].Payload, &s); err != nil {
 		return false, err
 	}
-	rt.startSuccessor(ctx, id, flow, &s)
+	if err := rt.startSuccessor(ctx, flow, &s); err != nil {
+		return false, err
+	}
 	return true, nil
 }

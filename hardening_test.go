@@ -573,3 +573,51 @@ func TestInexactJSONFailsTheStepAndNeverReachesTheLog(t *testing.T) {
 		}
 	}
 }
+
+// A crashed execution is re-driven by the runtime itself when the next
+// process starts: no Recover call, no ResumeAuthenticator asked.
+func TestRecoveryIsAutomaticAndAKernelAct(t *testing.T) {
+	clock := &fakeClock{now: time.UnixMilli(1_800_000_000_000)}
+	release, entered := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int64
+	flow := loom.NewFlow("long", func(ctx *loom.Context, _ struct{}) (int, error) {
+		_, err := ctx.Run("work", func(c context.Context) (any, error) {
+			if runs.Add(1) == 1 {
+				close(entered)
+				select { // the first process dies in here
+				case <-release:
+				case <-c.Done():
+				}
+				return nil, c.Err()
+			}
+			return 1, nil
+		})
+		return 1, err
+	})
+	refuseAll := authenticatorFunc(func() error { return errors.New("no caller is allowed") })
+	h := newHarnessWith(t, loom.Config{Clock: clock, ResumeAuthenticator: refuseAll}, flow)
+	id, _ := h.rt.Start(h.ctx(), "long", nil)
+	<-entered
+	h.rt.Close()
+	close(release)
+	clock.advance(time.Minute) // past a lease TTL: nothing else drives it
+	auto := true
+	h.autoRecover = &auto
+	next := h.open(flow)
+	res, err := next.WaitForCompletion(h.ctx(), id)
+	if err != nil || string(res.Output) != "1" || runs.Load() != 2 {
+		t.Fatalf("%s %v after %d runs", res.Output, err, runs.Load())
+	}
+	if n := countType(h.log(id), event.ExecutionRecovered); n != 1 {
+		t.Fatalf("%d EXECUTION_RECOVERED", n)
+	}
+	if n := countType(h.log(id), event.ApprovalGranted); n != 0 {
+		t.Fatal("recovery went through the authenticator")
+	}
+}
+
+type authenticatorFunc func() error
+
+func (f authenticatorFunc) Authenticate(context.Context, string, loom.ResumeEvent) (json.RawMessage, error) {
+	return nil, f()
+}

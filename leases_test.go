@@ -23,7 +23,7 @@ func twoNodes(t *testing.T, flow *loom.Flow) (*harness, *loom.Runtime, *loom.Run
 	h := newHarnessWith(t, loom.Config{}, flow)
 	node := func(name string) *loom.Runtime {
 		rt, err := loom.New(loom.Config{Events: h.events, Snapshots: h.snaps, Timers: h.timers, TimerPoll: -1, Flows: []*loom.Flow{flow}, Clock: clock,
-			Leases: leases, NodeID: name, LeaseTTL: 30 * time.Second, Heartbeat: -1, Logger: slog.New(slog.DiscardHandler)})
+			Leases: leases, NodeID: name, LeaseTTL: 30 * time.Second, Heartbeat: -1, Logger: slog.New(slog.DiscardHandler), Recovery: loom.Recovery{Disabled: true}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/loom-kernel/loom/fold"
 )
@@ -15,6 +16,33 @@ import (
 // before it could. It returns how many executions it re-drove or started.
 // Executions this process drives are skipped.
 func (rt *Runtime) Recover(ctx context.Context) (int, error) {
+	return rt.recoverPass(ctx, false)
+}
+
+// recoverPeriodically is automatic recovery: a pass at start, then one
+// every Config.Recovery.Interval until the runtime closes.
+func (rt *Runtime) recoverPeriodically() {
+	defer rt.wg.Done()
+	tick := time.NewTicker(rt.cfg.Recovery.Interval)
+	defer tick.Stop()
+	for {
+		if n, err := rt.recoverPass(rt.ctx, true); err != nil && rt.ctx.Err() == nil {
+			rt.cfg.Logger.Warn("loom: recovery pass failed; the next one retries", "error", err)
+		} else if n > 0 {
+			rt.cfg.Logger.Info("loom: recovered executions a stopped process left running", "count", n)
+		}
+		select {
+		case <-rt.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// recoverPass is one recovery pass. An automatic pass without leases also
+// waits out an execution's recent activity, since nothing else says
+// whether another process still drives it.
+func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error) {
 	n, after := 0, ""
 	for {
 		page, err := rt.cfg.Events.ListExecutions(ctx, after, 256)
@@ -44,6 +72,9 @@ func (rt *Runtime) Recover(ctx context.Context) (int, error) {
 			}
 			if s := l.state.Status; s != fold.StatusRunning && s != fold.StatusPending {
 				continue
+			}
+			if automatic && rt.cfg.Leases == nil && rt.cfg.Clock.Now().UnixMilli()-l.state.UpdatedAt < rt.leaseTTL() {
+				continue // perhaps another process drives it; the next pass looks again
 			}
 			// Recovery is the kernel's own act: no caller stands behind it,
 			// so neither the ResumeAuthenticator nor the Authorizer is asked.

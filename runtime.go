@@ -93,6 +93,10 @@ func New(cfg Config) (*Runtime, error) {
 		rt.wg.Add(1)
 		go rt.heartbeat()
 	}
+	if !cfg.Recovery.Disabled {
+		rt.wg.Add(1)
+		go rt.recoverPeriodically()
+	}
 	return rt, nil
 }
 
@@ -358,11 +362,8 @@ func (rt *Runtime) launch(x *execution, j *journal.Journal, simulate bool) {
 		}
 		j.Settle() // nothing this drive queued is written after Close returns
 		rt.release(x)
-		switch {
-		case o.status == fold.StatusContinued:
-			rt.startSuccessor(rt.ctx, x.id, x.flow, r.successor)
-		case o.status == fold.StatusSuspended && x.final.Variables.SuspendedOn != nil &&
-			x.final.Variables.SuspendedOn.On == gateSelect:
+		if o.status == fold.StatusSuspended && x.final.Variables.SuspendedOn != nil &&
+			x.final.Variables.SuspendedOn.On == gateSelect {
 			// A message sent while this drive was parking found it busy.
 			rt.deliver(rt.ctx, x.id)
 		}

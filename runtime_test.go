@@ -25,6 +25,8 @@ type harness struct {
 	snaps  *memstore.SnapshotStore
 	timers *memstore.TimerStore
 	bare   bool // no timer store: for the tests of what is missing
+	// autoRecover, when set, leaves automatic recovery on.
+	autoRecover *bool
 	rt     *loom.Runtime
 	cfg    loom.Config
 	calls  atomic.Int64
@@ -95,6 +97,10 @@ func (h *harness) open(flows ...*loom.Flow) *loom.Runtime {
 	cfg.Events, cfg.Snapshots, cfg.Flows = h.events, h.snaps, flows
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler) // the runtime's default is slog.Default()
+	}
+	if h.autoRecover == nil {
+		// Tests call Recover themselves, so its count is theirs to assert.
+		cfg.Recovery.Disabled = true
 	}
 	if cfg.Timers == nil && !h.bare {
 		// Timed waits need a timer store; the harness's is fired by hand.

@@ -76,7 +76,7 @@ func openProbe(path string, sync sqlite.Synchronous) (*probeRuntime, error) {
 	}
 	p := &probeRuntime{db: db, events: db.EventStore(), snaps: db.SnapshotStore(), warnings: &warningLog{}}
 	p.loads = &countingSnapshots{SnapshotStore: p.snaps}
-	p.rt, err = loom.New(loom.Config{Events: p.events, Snapshots: p.loads, Flows: []*loom.Flow{resumeProbeFlow()},
+	p.rt, err = loom.New(loom.Config{Events: p.events, Snapshots: p.loads, Flows: []*loom.Flow{resumeProbeFlow()}, Recovery: loom.Recovery{Disabled: true},
 		StickyParks: probeStickyParks, Logger: slog.New(p.warnings)})
 	if err != nil {
 		return nil, errors.Join(err, db.Close())

@@ -107,7 +107,7 @@ func runThroughput(ctx context.Context, open storeOpener, spec throughputSpec, d
 	}
 	defer func() { err = errors.Join(err, st.close()) }()
 	events := &countingStore{EventStore: st.events}
-	rt, err := loom.New(loom.Config{Events: events, Snapshots: st.snapshots,
+	rt, err := loom.New(loom.Config{Events: events, Snapshots: st.snapshots, Recovery: loom.Recovery{Disabled: true},
 		Flows: []*loom.Flow{tenStepsFlow()}, Durability: spec.durability})
 	if err != nil {
 		return nil, err

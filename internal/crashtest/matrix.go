@@ -146,6 +146,7 @@ func newRuntime(s Stores, spec flowSpec, d loom.Durability, w *World, logs *logB
 		Divergence:    loom.DivergenceFail,
 		Clock:         fixedClock{},
 		Logger:        slog.New(logs),
+		Recovery:      loom.Recovery{Disabled: true}, // the matrix recovers by hand, once
 	})
 }
 

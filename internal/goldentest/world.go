@@ -128,7 +128,8 @@ func (w *World) open() {
 	flow := w.flow(w.env)
 	w.flowID = flow.ID
 	cfg := loom.Config{Events: w.events, Snapshots: w.snaps, Timers: w.timers, TimerPoll: -1,
-		Flows: []*loom.Flow{flow}, Clock: w.clock, NewID: ids.next, NodeID: "golden-node", StickyParks: -1}
+		Flows: []*loom.Flow{flow}, Clock: w.clock, NewID: ids.next, NodeID: "golden-node", StickyParks: -1,
+		Recovery: loom.Recovery{Disabled: true}} // a scenario recovers by hand, at its recorded point
 	if w.config != nil {
 		w.config(&cfg)
 	}

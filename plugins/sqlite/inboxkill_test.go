@@ -42,7 +42,7 @@ func openInbox(t testing.TB, path string, flows ...*loom.Flow) (*loom.Runtime, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := loom.New(loom.Config{Events: st.Events, Snapshots: st.Snapshots, Flows: flows,
+	rt, err := loom.New(loom.Config{Events: st.Events, Snapshots: st.Snapshots, Flows: flows, Recovery: loom.Recovery{Disabled: true},
 		Features: loom.Features{Inbox: true}})
 	if err != nil {
 		t.Fatal(err)
