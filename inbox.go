@@ -143,6 +143,11 @@ func (rt *Runtime) Send(ctx context.Context, id, topic string, payload any) erro
 	if err := rt.appendMessage(ctx, stream, env); err != nil {
 		return err
 	}
+	// The head may have continued as new while the message was appended:
+	// its successor shares the stream, and is the one to wake.
+	if now, _, err := rt.chainHead(ctx, head); err == nil {
+		head = now
+	}
 	rt.deliver(ctx, head)
 	return nil
 }

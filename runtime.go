@@ -41,6 +41,8 @@ type Runtime struct {
 	// after the drive is gone still hears it. A new claim of the id forgets.
 	aborted      map[string]error
 	abortedOrder []string
+	// recoveredOnce says the first automatic recovery pass ran.
+	recoveredOnce bool
 
 	timerHandlers map[string]TimerHandler
 	streams       streamLengths          // inbox stream lengths this process knows
@@ -362,8 +364,13 @@ func (rt *Runtime) launch(x *execution, j *journal.Journal, simulate bool) {
 		}
 		j.Settle() // nothing this drive queued is written after Close returns
 		rt.release(x)
-		if o.status == fold.StatusSuspended && x.final.Variables.SuspendedOn != nil &&
-			x.final.Variables.SuspendedOn.On == gateSelect {
+		switch {
+		case o.status == fold.StatusContinued:
+			// A message sent to the chain while this execution was ending
+			// went to it, not to the successor that had already started.
+			rt.deliver(rt.ctx, r.successor.ID)
+		case o.status == fold.StatusSuspended && x.final.Variables.SuspendedOn != nil &&
+			x.final.Variables.SuspendedOn.On == gateSelect:
 			// A message sent while this drive was parking found it busy.
 			rt.deliver(rt.ctx, x.id)
 		}

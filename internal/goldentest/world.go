@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -129,7 +130,8 @@ func (w *World) open() {
 	w.flowID = flow.ID
 	cfg := loom.Config{Events: w.events, Snapshots: w.snaps, Timers: w.timers, TimerPoll: -1,
 		Flows: []*loom.Flow{flow}, Clock: w.clock, NewID: ids.next, NodeID: "golden-node", StickyParks: -1,
-		Recovery: loom.Recovery{Disabled: true}} // a scenario recovers by hand, at its recorded point
+		Recovery: loom.Recovery{Disabled: true}, // a scenario recovers by hand, at its recorded point
+		Logger:   slog.New(slog.DiscardHandler)}
 	if w.config != nil {
 		w.config(&cfg)
 	}
