@@ -43,7 +43,9 @@ type Config struct {
 	TimerPoll time.Duration
 	// TimerWorkers bounds the timers fired concurrently (default 32).
 	TimerWorkers int
-	// Features turns on the kernel.features the spec keeps off by default.
+	// Features turns on optional syscalls (the durable inbox, continue-as-
+	// new, recorded Parallel scopes); each is off by default and, off,
+	// changes nothing.
 	Features Features
 	// Effects registers effects by tool id: a Task without Invoke runs the
 	// effect of its ToolID.
@@ -64,7 +66,8 @@ type Config struct {
 	DefaultRetry *middleware.RetryPolicy
 	// Leases, when set, gives each execution one live driver across nodes
 	// with heartbeat leases (see leases.go): a live lease vetoes another
-	// node's re-drive, an expired one lets Recover take the execution over.
+	// node's re-drive, an expired one lets any node's recovery (automatic,
+	// or Runtime.Recover) take the execution over.
 	Leases store.LeaseStore
 	// NodeID names this process as a lease owner (default: a random id).
 	NodeID string

@@ -31,8 +31,8 @@
 // step's start is durable before its effect runs and a crash in between
 // parks it in doubt; a suspend, a completion and a failure are durable
 // before anyone hears of them; a store write failure aborts the run at the
-// next barrier with *JournalError, leaving the execution for Recover (and
-// a waiter hears *DriveAbortedError). A resume, a re-drive or a timer wake
+// next barrier with *JournalError, leaving the execution to automatic
+// recovery (and a waiter hears *DriveAbortedError). A resume, a re-drive or a timer wake
 // of an execution recorded under another code fingerprint is refused with
 // *FlowCodeMismatchError; a replay that issues other step ids than its log
 // parks on the reserved diverged gate.

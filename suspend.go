@@ -19,9 +19,12 @@ type suspendOptions struct {
 	correlationKey string
 }
 
-// Timeout bounds the wait: the park records wakeAt = now + d (now a
-// recorded decision), so a timer (TIMER_FIRED) may answer the gate instead
-// of its resume (spec §5).
+// Timeout bounds the wait to d: if nobody answers the gate by then, its
+// durable timer answers it (across restarts) with {"wakeAt": <epoch ms>} —
+// which decodes into a struct answer as its zero value, and fails to decode
+// into a bool or string one, so give a timed gate a struct type or read the
+// raw answer. It needs Config.Timers; without it Suspend fails at once with
+// *NotConfiguredError.
 func Timeout(d time.Duration) SuspendOption {
 	return func(o *suspendOptions) { o.timeout = &d }
 }
