@@ -53,8 +53,8 @@ func TestNewRefusesContradictoryConfigs(t *testing.T) {
 		cfg   loom.Config
 		field string
 	}{
-		"no event store":                   {loom.Config{}, "Events"},
-		"two event stores":                 {loom.Config{Storage: memstore.NewSet(), Events: events}, "Events"},
+		"no event store":                    {loom.Config{}, "Events"},
+		"two event stores":                  {loom.Config{Storage: memstore.NewSet(), Events: events}, "Events"},
 		"snapshots every N without a store": {loom.Config{Events: events, SnapshotEvery: 10}, "SnapshotEvery"},
 		"a timer poll without timers":       {loom.Config{Events: events, TimerPoll: time.Second}, "TimerPoll"},
 		"a heartbeat without leases":        {loom.Config{Events: events, Heartbeat: time.Second}, "Heartbeat"},

@@ -30,7 +30,7 @@ const messageType = reservedPrefix + "message__"
 // starts their execution ids.
 const (
 	inboxWorkflow = reservedPrefix + "inbox__"
-	inboxPrefix   = inboxWorkflow + ":"
+	inboxPrefix   = store.InboxStreamPrefix // inboxWorkflow + ":", which a StatusIndex never lists
 )
 
 // MaxMessageBytes caps a message payload.

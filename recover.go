@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
 )
 
 // Recover re-drives every execution a stopped process left running: each
@@ -43,6 +44,51 @@ func (rt *Runtime) recoverPeriodically() {
 // waits out an execution's recent activity, since nothing else says
 // whether another process still drives it.
 func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error) {
+	if idx, ok := rt.cfg.Events.(store.StatusIndex); ok {
+		return rt.recoverIndexed(ctx, idx, automatic)
+	}
+	return rt.recoverScanning(ctx, automatic)
+}
+
+// recoverIndexed is a pass over the store's index of unfinished
+// executions: O(unfinished), not O(all). Parked executions are looked at
+// only by the first automatic pass and by Recover (a message may have
+// arrived for a select park while no process listened); the periodic
+// passes act on running and continued entries only, so a store with many
+// parked executions costs them nothing.
+func (rt *Runtime) recoverIndexed(ctx context.Context, idx store.StatusIndex, automatic bool) (int, error) {
+	rt.mu.Lock()
+	parked := !automatic || !rt.recoveredOnce
+	rt.recoveredOnce = true
+	rt.mu.Unlock()
+	n, after := 0, ""
+	for {
+		page, err := idx.ListUnfinished(ctx, after, 256)
+		if err != nil {
+			return n, err
+		}
+		for _, e := range page.Executions {
+			if e.Status == store.UnfinishedSuspended && !parked {
+				continue
+			}
+			did, err := rt.recoverOne(ctx, e.ExecutionID, e.WorkflowID, automatic)
+			if err != nil {
+				return n, err
+			}
+			if did {
+				n++
+			}
+		}
+		if page.Next == "" {
+			return n, nil
+		}
+		after = page.Next
+	}
+}
+
+// recoverScanning is a pass over every execution, for a store without a
+// StatusIndex.
+func (rt *Runtime) recoverScanning(ctx context.Context, automatic bool) (int, error) {
 	n, after := 0, ""
 	for {
 		page, err := rt.cfg.Events.ListExecutions(ctx, after, 256)
@@ -50,51 +96,12 @@ func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error)
 			return n, err
 		}
 		for _, info := range page.Executions {
-			if rt.liveExecution(info.ExecutionID) != nil {
-				continue
-			}
-			if _, ok := rt.flows[info.WorkflowID]; !ok {
-				continue
-			}
-			l, err := rt.load(ctx, info.ExecutionID)
+			did, err := rt.recoverOne(ctx, info.ExecutionID, info.WorkflowID, automatic)
 			if err != nil {
 				return n, err
 			}
-			if started, err := rt.recoverSuccessor(ctx, info.ExecutionID, rt.flows[info.WorkflowID], l.state); err != nil {
-				return n, err
-			} else if started {
+			if did {
 				n++
-				continue
-			}
-			if park := l.state.Variables.SuspendedOn; l.state.Status == fold.StatusSuspended && park != nil && park.On == gateSelect {
-				rt.deliver(ctx, info.ExecutionID) // a message that arrived while no process listened
-				continue
-			}
-			if s := l.state.Status; s != fold.StatusRunning && s != fold.StatusPending {
-				continue
-			}
-			if automatic && rt.cfg.Leases == nil && rt.cfg.Clock.Now().UnixMilli()-l.state.UpdatedAt < rt.leaseTTL() {
-				continue // perhaps another process drives it; the next pass looks again
-			}
-			// Recovery is the kernel's own act: no caller stands behind it,
-			// so neither the ResumeAuthenticator nor the Authorizer is asked.
-			err = rt.redrive(ctx, info.ExecutionID, false)
-			var (
-				busy     *ExecutionBusyError
-				mismatch *FlowCodeMismatchError
-			)
-			switch {
-			case err == nil:
-				n++
-			case errors.As(err, &mismatch):
-				// Not this code's to replay: an operator moves it (ResumeAs
-				// with OntoFlow) or declares the pin compatible.
-				rt.cfg.Logger.Warn("loom: crashed execution not recovered", "execution", info.ExecutionID, "error", err)
-			case errors.As(err, &busy), isRefusal(err):
-				// Another node drives it (its lease, or its recent activity,
-				// says so), or someone moved it since the listing: not ours.
-			default:
-				return n, fmt.Errorf("loom: recovering %q: %w", info.ExecutionID, err)
 			}
 		}
 		if page.Next == "" {
@@ -109,4 +116,56 @@ func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error)
 func isRefusal(err error) bool {
 	var rr *ResumeRefusedError
 	return errors.As(err, &rr)
+}
+
+// recoverOne does what recovery owes one execution: start the successor a
+// continued one never got, deliver a message a select park never heard
+// of, or re-drive a crashed one. It reports whether it re-drove or started
+// one.
+func (rt *Runtime) recoverOne(ctx context.Context, id, workflowID string, automatic bool) (bool, error) {
+	if rt.liveExecution(id) != nil {
+		return false, nil
+	}
+	flow, ok := rt.flows[workflowID]
+	if !ok {
+		return false, nil
+	}
+	l, err := rt.load(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if started, err := rt.recoverSuccessor(ctx, id, flow, l.state); err != nil || started {
+		return started, err
+	}
+	if awaitsMessage(l.state) {
+		rt.deliver(ctx, id) // a message that arrived while no process listened
+		return false, nil
+	}
+	if s := l.state.Status; s != fold.StatusRunning && s != fold.StatusPending {
+		return false, nil
+	}
+	if automatic && rt.cfg.Leases == nil && rt.cfg.Clock.Now().UnixMilli()-l.state.UpdatedAt < rt.leaseTTL() {
+		return false, nil // perhaps another process drives it; the next pass looks again
+	}
+	// Recovery is the kernel's own act: no caller stands behind it, so
+	// neither the ResumeAuthenticator nor the Authorizer is asked.
+	err = rt.redrive(ctx, id, false)
+	var (
+		busy     *ExecutionBusyError
+		mismatch *FlowCodeMismatchError
+	)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &mismatch):
+		// Not this code's to replay: an operator moves it (ResumeAs with
+		// OntoFlow) or declares the pin compatible.
+		rt.cfg.Logger.Warn("loom: crashed execution not recovered", "execution", id, "error", err)
+	case errors.As(err, &busy), isRefusal(err):
+		// Another node drives it (its lease, or its recent activity, says
+		// so), or someone moved it since the listing: not ours.
+	default:
+		return false, fmt.Errorf("loom: recovering %q: %w", id, err)
+	}
+	return false, nil
 }

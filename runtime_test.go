@@ -27,9 +27,9 @@ type harness struct {
 	bare   bool // no timer store: for the tests of what is missing
 	// autoRecover, when set, leaves automatic recovery on.
 	autoRecover *bool
-	rt     *loom.Runtime
-	cfg    loom.Config
-	calls  atomic.Int64
+	rt          *loom.Runtime
+	cfg         loom.Config
+	calls       atomic.Int64
 }
 
 // fakeClock is an injected clock tests move by hand.

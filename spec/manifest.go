@@ -19,6 +19,7 @@ const (
 	ComponentTimerStoreSPI     = "timerStoreSpi"
 	ComponentLeaseStoreSPI     = "leaseStoreSpi"
 	ComponentContentStoreSPI   = "contentStoreSpi"
+	ComponentStatusIndexSPI    = "statusIndexSpi"
 	ComponentDispatcherSPI     = "dispatcherSpi"
 	ComponentWireABI           = "wireAbi"
 )
@@ -49,6 +50,7 @@ type SPIVersions struct {
 	TimerStore     string `json:"timerStore"`
 	LeaseStore     string `json:"leaseStore"`
 	ContentStore   string `json:"contentStore"`
+	StatusIndex    string `json:"statusIndex"`
 	Dispatcher     string `json:"dispatcher"`
 }
 
@@ -69,6 +71,7 @@ func Manifest() KernelManifest {
 			TimerStore:     store.TimerStoreSPIVersion,
 			LeaseStore:     store.LeaseStoreSPIVersion,
 			ContentStore:   store.ContentStoreSPIVersion,
+			StatusIndex:    store.StatusIndexSPIVersion,
 			Dispatcher:     dispatch.DispatcherSPIVersion,
 		},
 	}
@@ -86,6 +89,7 @@ func (m KernelManifest) Versions() map[string]string {
 		ComponentTimerStoreSPI:     m.SPIs.TimerStore,
 		ComponentLeaseStoreSPI:     m.SPIs.LeaseStore,
 		ComponentContentStoreSPI:   m.SPIs.ContentStore,
+		ComponentStatusIndexSPI:    m.SPIs.StatusIndex,
 		ComponentDispatcherSPI:     m.SPIs.Dispatcher,
 		ComponentWireABI:           m.WireABIVersion,
 	}

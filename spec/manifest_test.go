@@ -30,6 +30,7 @@ func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 			TimerStore:     store.TimerStoreSPIVersion,
 			LeaseStore:     store.LeaseStoreSPIVersion,
 			ContentStore:   store.ContentStoreSPIVersion,
+			StatusIndex:    store.StatusIndexSPIVersion,
 			Dispatcher:     dispatch.DispatcherSPIVersion,
 		},
 	}
@@ -46,6 +47,7 @@ func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 		ComponentTimerStoreSPI:     store.TimerStoreSPIVersion,
 		ComponentLeaseStoreSPI:     store.LeaseStoreSPIVersion,
 		ComponentContentStoreSPI:   store.ContentStoreSPIVersion,
+		ComponentStatusIndexSPI:    store.StatusIndexSPIVersion,
 		ComponentDispatcherSPI:     dispatch.DispatcherSPIVersion,
 		ComponentWireABI:           wire.Version,
 	}
@@ -89,6 +91,7 @@ func TestManifestJSONShape(t *testing.T) {
 		"timerStore":     store.TimerStoreSPIVersion,
 		"leaseStore":     store.LeaseStoreSPIVersion,
 		"contentStore":   store.ContentStoreSPIVersion,
+		"statusIndex":    store.StatusIndexSPIVersion,
 		"dispatcher":     dispatch.DispatcherSPIVersion,
 	}
 	if !reflect.DeepEqual(spis, want) {

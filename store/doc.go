@@ -8,8 +8,11 @@
 // its method set.
 //
 // The required interfaces cover durability only. Optional capabilities —
-// range reads, subscriptions, fork copies, deletion, fencing, snapshot
-// listing and pruning — are small separate interfaces a caller finds by type
-// assertion, so a third-party store implements only what it can.
+// range reads, subscriptions, fork copies, deletion, fencing, the index of
+// unfinished executions (StatusIndex, which a recovery pass reads instead of
+// every execution), snapshot listing and pruning — are small separate
+// interfaces a caller finds by type assertion, so a third-party store
+// implements only what it can. EventStatus and StatusChangeOf state the
+// StatusIndex rule once, for every store that keeps one.
 // storetest holds the conformance kits every implementation runs.
 package store

@@ -13,6 +13,9 @@ const (
 	EventStoreSPIVersion     = "1.0.0"
 	SnapshotStoreSPIVersion  = "1.0.0"
 	BranchRegistrySPIVersion = "1.0.0"
+	// StatusIndexSPIVersion versions the StatusIndex capability and the
+	// rule of statusindex.go that decides its entries.
+	StatusIndexSPIVersion = "1.0.0"
 )
 
 // EventStore is the durable, append-only log of every execution.
@@ -93,6 +96,29 @@ type Fencer interface {
 	// AppendFenced is Append that first refuses with *FencedError, writing
 	// nothing, when a newer token than token has been acquired.
 	AppendFenced(ctx context.Context, executionID string, token, expected int64, events []event.Envelope) error
+}
+
+// StatusIndex is an optional EventStore capability: the index of
+// unfinished executions, so a recovery pass costs O(unfinished), not
+// O(all executions). The store keeps it in the same transaction as every
+// write to the log (Append, AppendFenced, CopyPrefix, DeleteExecution), so
+// a crash never leaves it disagreeing with the log, and a refused write
+// changes it no more than the log.
+//
+// An entry is decided by the execution's last status-moving event
+// (EventStatus; StatusChangeOf folds a batch): running (EXECUTION_STARTED,
+// EXECUTION_RESUMED, or a log with no status-moving event yet: the fold's
+// pending), suspended (EXECUTION_SUSPENDED), or continued (a kernel-stamped
+// EXECUTION_CONTINUED naming its successor) while the successor's log is
+// empty. Completed, failed and cancelled executions, continued ones whose
+// successor has events, and inbox streams (IsInboxStream) are not listed.
+// The index is a superset of what recovery must act on, never a fold: the
+// caller re-folds the log before acting on an entry.
+type StatusIndex interface {
+	// ListUnfinished returns up to limit unfinished executions whose id
+	// sorts after after in code-point order, and the cursor of the next
+	// page ("" when there is none), like ListExecutions.
+	ListUnfinished(ctx context.Context, after string, limit int) (UnfinishedPage, error)
 }
 
 // Snapshot is a checkpoint of an execution's folded state after the event at

@@ -45,6 +45,7 @@ var pinned = map[string]struct {
 	"TimerStore":     {TimerStoreSPIVersion, []any{(*TimerStore)(nil)}},
 	"LeaseStore":     {LeaseStoreSPIVersion, []any{(*LeaseStore)(nil)}},
 	"ContentStore":   {ContentStoreSPIVersion, []any{(*ContentStore)(nil), (*ContentDeleter)(nil)}},
+	"StatusIndex":    {StatusIndexSPIVersion, []any{(*StatusIndex)(nil)}},
 }
 
 var pinnedDigests = map[string]string{
@@ -54,6 +55,7 @@ var pinnedDigests = map[string]string{
 	"LeaseStore@1.0.0":     "36d620ac881656604a878dfe32359eb1fd6a0f3fa8da601ba4c1bfe03ec2c2f4",
 	"TimerStore@1.0.0":     "f9fec18017e3e1a1de729dcee188b5be7888a8e21899a7af9ff8cfdb3ae4bd10",
 	"ContentStore@1.0.0":   "e99c7325d4f9b021db16b807c3ee0571750af35e2abaec7755c5e0a9f4e1c873",
+	"StatusIndex@1.0.0":    "b4fc77e7eebb8eb3424f1f51dde339f79b19f863e737c3aebdc9d57deb86bb78",
 }
 
 func TestSPIVersionsPinMethodSets(t *testing.T) {

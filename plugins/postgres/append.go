@@ -21,6 +21,8 @@ type appendBatch struct {
 	expected   int64
 	token      int64 // unfenced for a plain Append
 	n          int   // events
+	indexed    bool  // the execution is in the status index (not an inbox stream)
+	status     store.StatusChange
 
 	sequences  []int64
 	ids        []string
@@ -39,7 +41,10 @@ func newAppendBatch(execID string, expected, token int64, events []event.Envelop
 		execID: execID, expected: expected, token: token, n: n,
 		sequences: make([]int64, n), ids: make([]string, n), workflows: make([]string, n),
 		types: make([]string, n), timestamps: make([]int64, n), payloads: make([]string, n),
-		metadata: make([]*string, n),
+		metadata: make([]*string, n), indexed: !store.IsInboxStream(execID),
+	}
+	if b.indexed {
+		b.status = store.StatusChangeOf(expected, events)
 	}
 	size := 0
 	for i, e := range events {
@@ -62,14 +67,35 @@ func newAppendBatch(execID string, expected, token int64, events []event.Envelop
 	return b, size, nil
 }
 
-// queue adds b's append statement to a batch.
+// queue adds b's append statement to a batch: the variant for a first or
+// a later batch, by what b does to the status index, with its parameters.
 func (b *appendBatch) queue(pb *pgx.Batch, q *queries, channel string) {
-	sql := q.claimNext
+	op, extra := b.indexOp()
+	variants := &q.appendNext
 	if b.expected == 0 {
-		sql = q.claimFirst
+		variants = &q.appendFirst
 	}
-	pb.Queue(sql, b.execID, b.workflowID, b.expected, int64(b.n), b.token,
-		b.sequences, b.ids, b.workflows, b.types, b.timestamps, b.payloads, b.metadata, channel)
+	args := []any{b.execID, b.workflowID, b.expected, int64(b.n), b.token,
+		b.sequences, b.ids, b.workflows, b.types, b.timestamps, b.payloads, b.metadata, channel}
+	pb.Queue(variants[op], append(args, extra...)...)
+}
+
+// indexOp is what b does to the status index, and the parameters that
+// part of the statement takes.
+func (b *appendBatch) indexOp() (indexOp, []any) {
+	if !b.indexed {
+		return indexKeep, nil
+	}
+	c := b.status
+	switch {
+	case c.Move == store.StatusEnded:
+		return indexEnd, nil
+	case c.Move != store.StatusSet:
+		return indexKeep, nil
+	case c.Status == store.UnfinishedContinued:
+		return indexContinued, []any{c.Sequence, c.Timestamp, c.Next}
+	}
+	return indexSet, []any{string(c.Status), c.Sequence, c.Timestamp}
 }
 
 // appendState is what a refused append is judged by: the execution's

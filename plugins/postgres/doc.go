@@ -71,6 +71,16 @@
 // read after the refusal. AcquireFence increments the token on the same
 // row, so once it has returned, no append under an older token commits.
 //
+// The same statement keeps the store.StatusIndex: when the batch moves the
+// execution's status, a part of it that reads the claim upserts or deletes
+// the execution's row of the unfinished table (migration 7), and a log's
+// first batch hands over the continued executions waiting for it as their
+// successor; a refused claim changes none of it. A batch of step events
+// runs the statement it always did. ListUnfinished reads the
+// (listed, execution_id) index, so a recovery pass costs the number of
+// unfinished executions, not of all. Migrating a schema from an older
+// release fills the table from each log's last status-moving event, in SQL.
+//
 // # Group commit
 //
 // Concurrent appends from many executions share transactions: a caller

@@ -19,7 +19,10 @@ import (
 // a bad target id, a negative through or a source holding fewer than
 // through+1 events, then with *store.SequenceConflictError when to already
 // has events; a refusal copies nothing. The source row is share-locked for
-// the copy, so a concurrent DeleteExecution of from waits for it.
+// the copy, so a concurrent DeleteExecution of from waits for it. In the
+// same transaction the copy gets the status index entry of its prefix
+// (read from the prefix's status events, last first), and the continued
+// executions waiting for to as their successor are handed over.
 func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through int64) error {
 	if err := s.check(); err != nil {
 		return err
@@ -75,15 +78,25 @@ func (s *EventStore) copyPrefix(ctx context.Context, tx pgx.Tx, from, to string,
 	if tag.RowsAffected() != through+1 {
 		return fmt.Errorf("postgres: copy prefix of %q: copied %d events, the log says %d", from, tag.RowsAffected(), through+1)
 	}
+	if !store.IsInboxStream(to) {
+		change, err := s.prefixStatus(ctx, tx, to, through)
+		if err != nil {
+			return err
+		}
+		if err := s.indexChange(ctx, tx, to, true, change); err != nil {
+			return err
+		}
+	}
 	_, err = tx.Exec(ctx, s.db.q.notify, s.db.channel, to)
 	return err
 }
 
 // DeleteExecution implements store.ExecutionDeleter: in one transaction it
-// removes every event of executionID and its listing entry. Deleting an
-// unknown execution is not an error. The execution's row stays at length 0
-// with its fence, so a token acquired later is still greater than every
-// earlier one, and an append at 0 starts the log again. An append in flight
+// removes every event of executionID, its listing entry and its status
+// index entry, and lists again the continued executions whose successor it
+// was. Deleting an unknown execution is not an error. The execution's row
+// stays at length 0 with its fence, so a token acquired later is still
+// greater than every earlier one, and an append at 0 starts the log again. An append in flight
 // on the execution either commits before the delete (and is deleted) or
 // after it (and is refused, unless it expected 0).
 func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) error {
@@ -94,11 +107,12 @@ func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) er
 		return nil // never stored
 	}
 	err := inTx(ctx, s.db.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.db.q.deleteLog, executionID); err != nil {
-			return err
+		for _, q := range []string{s.db.q.deleteLog, s.db.q.deleteEvents, s.db.q.endUnfinished, s.db.q.takeAgain} {
+			if _, err := tx.Exec(ctx, q, executionID); err != nil {
+				return err
+			}
 		}
-		_, err := tx.Exec(ctx, s.db.q.deleteEvents, executionID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return s.readErr("delete execution", err)

@@ -128,7 +128,86 @@ var schemaMigrations = []migration{
 			expires_at   bigint NOT NULL
 		) WITH (fillfactor = 70)`,
 	}},
+	{7, "status index", []string{
+		// One row per execution that is not ended (store.StatusIndex): its
+		// status, the sequence and timestamp of the event that set it, and
+		// for a continued one its successor. listed is false only for a
+		// continued execution whose successor has a log, kept so deleting
+		// the successor lists it again. The append statement changes a row
+		// only when its batch moves the status; status, sequence and
+		// timestamp are in no index, so those updates are HOT.
+		`CREATE TABLE {s}.unfinished (
+			execution_id      text COLLATE "C" NOT NULL PRIMARY KEY,
+			status            text NOT NULL,
+			sequence          bigint NOT NULL,
+			timestamp_ms      bigint NOT NULL,
+			next_execution_id text COLLATE "C",
+			listed            boolean NOT NULL
+		) WITH (fillfactor = 70)`,
+		// ListUnfinished reads the listed rows in id order from here.
+		`CREATE INDEX unfinished_listed ON {s}.unfinished (listed, execution_id)`,
+		// A log's creation (or deletion) finds the continued rows waiting
+		// for it as their successor here.
+		`CREATE INDEX unfinished_next ON {s}.unfinished (next_execution_id) WHERE next_execution_id IS NOT NULL`,
+		sqlBackfillUnfinished,
+	}},
 }
+
+// sqlBackfillUnfinished fills the unfinished table of a schema written
+// before it existed, in SQL, from each log's last status-moving event (a
+// backward scan of the events key per log, stopping at the first), by
+// store.EventStatus's rule: STARTED and RESUMED set running, SUSPENDED
+// suspended, COMPLETED, FAILED and CANCELLED end the execution, a
+// kernel-stamped CONTINUED (metadata kernel: true) sets continued to its
+// payload's nextExecutionId, or ends it when it names none; a log with none
+// of them is running at its first event, and inbox streams are left out.
+//
+// Payloads and metadata are text, parsed here as json only for CONTINUED
+// rows and only when they hold no \u0000 or surrogate escape, the JSON
+// PostgreSQL refuses to de-escape (an ERROR would fail the migration). A
+// CONTINUED it does not parse may or may not end the execution, so it is
+// taken as continued to an unknown successor (next_execution_id NULL,
+// listed): the index may list too much, never too little.
+const sqlBackfillUnfinished = `INSERT INTO {s}.unfinished (execution_id, status, sequence, timestamp_ms, next_execution_id, listed)
+	SELECT b.execution_id, b.status, b.sequence, b.timestamp_ms, b.next,
+		b.next IS NULL OR NOT EXISTS (SELECT 1 FROM {s}.executions n WHERE n.execution_id = b.next AND n.length > 0)
+	FROM (
+		SELECT x.execution_id, l.sequence, l.timestamp_ms, l.next,
+			CASE
+				WHEN l.pending OR l.event_type IN ('EXECUTION_STARTED', 'EXECUTION_RESUMED') THEN 'running'
+				WHEN l.event_type = 'EXECUTION_SUSPENDED' THEN 'suspended'
+				WHEN l.event_type = 'EXECUTION_CONTINUED' AND (l.next IS NULL OR l.next <> '') THEN 'continued'
+			END AS status
+		FROM {s}.executions x
+		CROSS JOIN LATERAL (
+			SELECT c.sequence, c.timestamp_ms, c.event_type, c.pending,
+				CASE
+					WHEN c.pending OR c.event_type <> 'EXECUTION_CONTINUED' THEN NULL
+					WHEN c.metadata ~ '\\u(0000|[dD][89abAB])' OR c.payload ~ '\\u(0000|[dD][89abAB])' THEN NULL
+					WHEN json_typeof(c.payload::json -> 'nextExecutionId') = 'string' THEN c.payload::json ->> 'nextExecutionId'
+					ELSE ''
+				END AS next
+			FROM (
+				(SELECT e.sequence, e.timestamp_ms, e.event_type, e.payload, e.metadata, false AS pending
+				FROM {s}.events e
+				WHERE e.execution_id = x.execution_id AND (
+					e.event_type IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_RESUMED',
+						'EXECUTION_COMPLETED', 'EXECUTION_FAILED', 'EXECUTION_CANCELLED')
+					OR e.event_type = 'EXECUTION_CONTINUED' AND CASE
+						WHEN e.metadata IS NULL THEN false
+						WHEN e.metadata ~ '\\u(0000|[dD][89abAB])' THEN true
+						ELSE (e.metadata::json -> 'kernel')::text = 'true'
+					END)
+				ORDER BY e.sequence DESC LIMIT 1)
+				UNION ALL
+				(SELECT e.sequence, e.timestamp_ms, e.event_type, e.payload, e.metadata, true
+				FROM {s}.events e WHERE e.execution_id = x.execution_id AND e.sequence = 0)
+			) c
+			ORDER BY c.pending LIMIT 1
+		) l
+		WHERE x.length > 0 AND left(x.execution_id, 15) <> '__loom_inbox__:'
+	) b
+	WHERE b.status IS NOT NULL`
 
 // migrationLockKey is the pg_advisory_xact_lock key that serializes
 // migrations of one schema across every process: a 64-bit hash of its name.

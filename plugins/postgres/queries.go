@@ -9,19 +9,25 @@ import (
 // queries holds every statement of a DB with its schema filled in, built
 // once at Open. pgx prepares and caches each on every pooled connection.
 type queries struct {
-	claimFirst, claimNext string // the conditional append, see appendSQL
-	appendState           string // length and fence of refused appends
-	eventsFrom            string
-	eventsRange           string
-	listExecutions        string
-	logLength             string
-	copyPrefixSource      string
-	copyPrefixClaim       string
-	copyPrefixEvents      string
-	notify                string
-	deleteLog             string
-	deleteEvents          string
-	acquireFence          string
+	// The conditional append (see appendSQL), for a log's first batch and
+	// a later one, by what the batch does to the status index.
+	appendFirst, appendNext [indexOps]string
+	appendState             string // length and fence of refused appends
+	eventsFrom              string
+	eventsRange             string
+	listExecutions          string
+	logLength               string
+	copyPrefixSource        string
+	copyPrefixClaim         string
+	copyPrefixEvents        string
+	notify                  string
+	deleteLog               string
+	deleteEvents            string
+	acquireFence            string
+
+	listUnfinished, lastStatusEvent, firstTimestamp string
+	setUnfinished, setContinued, endUnfinished      string
+	handOver, takeAgain                             string
 
 	snapshotSave, snapshotLatest, snapshotAt, snapshotSeqs, snapshotPrune, snapshotDelete string
 
@@ -42,11 +48,13 @@ const timerCols = `key, execution_id, wake_at, payload`
 
 // appendSQL is the conditional append: ONE statement that claims the
 // execution's row under the expected-length and fence conditions, inserts
-// the events only if the claim succeeded, and queues the NOTIFY of the
-// execution id, which PostgreSQL delivers when (and only if) the
-// transaction commits. It returns one row when the batch was written and
-// none when it was refused; a refusal is not an error, so it never aborts
-// the transaction it shares with other batches.
+// the events only if the claim succeeded, changes the status index as the
+// batch decides (op), and queues the NOTIFY of the execution id, which
+// PostgreSQL delivers when (and only if) the transaction commits. It
+// returns one row when the batch was written and none when it was refused;
+// a refusal is not an error, so it never aborts the transaction it shares
+// with other batches, and changes nothing: every other part of the
+// statement reads the claim.
 //
 // claim is the head that differs: the first batch of a log inserts the row
 // (or revives a deleted log's row at length 0, which keeps its fence); a
@@ -54,19 +62,80 @@ const timerCols = `key, execution_id, wake_at, payload`
 // concurrent appenders on one execution, in any process, are serialized,
 // and a loser re-checks the condition against the winner's committed row
 // (READ COMMITTED re-evaluates the WHERE after the lock wait) and is refused.
+// The first batch of an indexed log also hands over the continued
+// executions waiting for it as their successor (handOverCTE).
 //
 // Parameters: $1 execution id, $2 workflow id (first non-empty of the
 // batch), $3 expected, $4 event count, $5 fence token (MaxInt64 when
-// unfenced), $6–$12 the event columns as arrays, $13 the NOTIFY channel.
-func appendSQL(s, claim string) string {
-	return `WITH claim AS (` + claim + `
+// unfenced), $6–$12 the event columns as arrays, $13 the NOTIFY channel,
+// then op's own (indexCTE).
+func appendSQL(s, claim string, op indexOp, handOver bool) string {
+	sql := `WITH claim AS (` + claim + `
 	), ins AS (
 		INSERT INTO ` + s + `.events (execution_id, ` + eventCols + `)
 		SELECT c.execution_id, u.sequence, u.id, u.workflow_id, u.event_type, u.ts, u.payload, u.metadata
 		FROM claim c CROSS JOIN unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::text[])
 			AS u(sequence, id, workflow_id, event_type, ts, payload, metadata)
-	)
+	)` + indexCTE(s, op)
+	if handOver {
+		sql += handOverCTE(s)
+	}
+	return sql + `
 	SELECT pg_notify($13::text, c.execution_id) FROM claim c`
+}
+
+// indexOp is what an append does to the status index.
+type indexOp int
+
+const (
+	indexKeep      indexOp = iota // no status-moving event, or an inbox stream
+	indexSet                      // $14 status, $15 sequence, $16 timestamp
+	indexContinued                // $14 sequence, $15 timestamp, $16 successor
+	indexEnd                      // no parameter
+	indexOps
+)
+
+// indexCTE is the part of the append that changes the status index, for
+// the claimed execution only.
+func indexCTE(s string, op indexOp) string {
+	upsert := func(values string) string {
+		return `, idx AS (
+		INSERT INTO ` + s + `.unfinished AS f (execution_id, status, sequence, timestamp_ms, next_execution_id, listed)
+		SELECT c.execution_id, ` + values + ` FROM claim c
+		ON CONFLICT (execution_id) DO UPDATE SET status = EXCLUDED.status, sequence = EXCLUDED.sequence,
+			timestamp_ms = EXCLUDED.timestamp_ms, next_execution_id = EXCLUDED.next_execution_id, listed = EXCLUDED.listed
+	)`
+	}
+	switch op {
+	case indexSet:
+		return upsert(`$14::text, $15::bigint, $16::bigint, NULL, true`)
+	case indexContinued:
+		// Listed iff the successor has no log yet (successorEmpty).
+		return upsert(`'continued', $14::bigint, $15::bigint, $16::text, ` + successorEmpty(s, "$16::text"))
+	case indexEnd:
+		return `, idx AS (
+		DELETE FROM ` + s + `.unfinished f USING claim c WHERE f.execution_id = c.execution_id
+	)`
+	}
+	return ""
+}
+
+// successorEmpty is true iff the execution next has no log. It share-locks
+// next's row, so a DeleteExecution of next in flight commits first (and is
+// seen: the row is re-read) or waits for this write (and then lists this
+// execution again): a race between the two can never leave a continued
+// execution unlisted with its successor gone.
+func successorEmpty(s, next string) string {
+	return `NOT EXISTS (SELECT 1 FROM ` + s + `.executions n WHERE n.execution_id = ` + next + ` AND n.length > 0 FOR SHARE)`
+}
+
+// handOverCTE unlists the continued executions waiting for the claimed log
+// as their successor: it has events now.
+func handOverCTE(s string) string {
+	return `, handover AS (
+		UPDATE ` + s + `.unfinished f SET listed = false FROM claim c
+		WHERE f.next_execution_id = c.execution_id AND f.listed AND f.execution_id <> c.execution_id
+	)`
 }
 
 // claimFirstSQL claims a log expected to be empty: insert its row, or
@@ -92,8 +161,18 @@ func claimNextSQL(s string) string {
 // buildQueries fills the schema s (already quoted) into every statement.
 func buildQueries(s string) queries {
 	return queries{
-		claimFirst:  appendSQL(s, claimFirstSQL(s)),
-		claimNext:   appendSQL(s, claimNextSQL(s)),
+		appendFirst: [indexOps]string{
+			indexKeep:      appendSQL(s, claimFirstSQL(s), indexKeep, false), // inbox streams
+			indexSet:       appendSQL(s, claimFirstSQL(s), indexSet, true),
+			indexContinued: appendSQL(s, claimFirstSQL(s), indexContinued, true),
+			indexEnd:       appendSQL(s, claimFirstSQL(s), indexEnd, true),
+		},
+		appendNext: [indexOps]string{
+			indexKeep:      appendSQL(s, claimNextSQL(s), indexKeep, false),
+			indexSet:       appendSQL(s, claimNextSQL(s), indexSet, false),
+			indexContinued: appendSQL(s, claimNextSQL(s), indexContinued, false),
+			indexEnd:       appendSQL(s, claimNextSQL(s), indexEnd, false),
+		},
 		appendState: `SELECT execution_id, length, fence FROM ` + s + `.executions WHERE execution_id = ANY($1::text[])`,
 		eventsFrom: `SELECT ` + eventCols + ` FROM ` + s + `.events
 			WHERE execution_id = $1 AND sequence >= $2 ORDER BY sequence`,
@@ -111,6 +190,30 @@ func buildQueries(s string) queries {
 		copyPrefixEvents: `INSERT INTO ` + s + `.events (execution_id, ` + eventCols + `)
 			SELECT $1::text, ` + eventCols + ` FROM ` + s + `.events WHERE execution_id = $2 AND sequence <= $3`,
 		notify: `SELECT pg_notify($1::text, $2::text)`,
+
+		listUnfinished: `SELECT f.execution_id, COALESCE(x.workflow_id, ''), f.status, f.sequence, f.timestamp_ms,
+				COALESCE(f.next_execution_id, '')
+			FROM ` + s + `.unfinished f LEFT JOIN ` + s + `.executions x ON x.execution_id = f.execution_id
+			WHERE f.listed AND f.execution_id > $1
+				AND (f.status <> 'continued' OR NOT EXISTS (SELECT 1 FROM ` + s + `.executions n
+					WHERE n.execution_id = f.next_execution_id AND n.length > 0))
+			ORDER BY f.execution_id LIMIT $2`,
+		lastStatusEvent: `SELECT sequence, event_type, timestamp_ms, payload, metadata FROM ` + s + `.events
+			WHERE execution_id = $1 AND sequence <= $2 AND event_type = ANY($3::text[])
+			ORDER BY sequence DESC LIMIT 1`,
+		firstTimestamp: `SELECT timestamp_ms FROM ` + s + `.events WHERE execution_id = $1 AND sequence = 0`,
+		setUnfinished: `INSERT INTO ` + s + `.unfinished AS f (execution_id, status, sequence, timestamp_ms, next_execution_id, listed)
+			VALUES ($1, $2, $3, $4, NULL, true)
+			ON CONFLICT (execution_id) DO UPDATE SET status = EXCLUDED.status, sequence = EXCLUDED.sequence,
+				timestamp_ms = EXCLUDED.timestamp_ms, next_execution_id = NULL, listed = true`,
+		setContinued: `INSERT INTO ` + s + `.unfinished AS f (execution_id, status, sequence, timestamp_ms, next_execution_id, listed)
+			VALUES ($1, 'continued', $2, $3, $4::text, ` + successorEmpty(s, "$4::text") + `)
+			ON CONFLICT (execution_id) DO UPDATE SET status = EXCLUDED.status, sequence = EXCLUDED.sequence,
+				timestamp_ms = EXCLUDED.timestamp_ms, next_execution_id = EXCLUDED.next_execution_id, listed = EXCLUDED.listed`,
+		endUnfinished: `DELETE FROM ` + s + `.unfinished WHERE execution_id = $1`,
+		handOver: `UPDATE ` + s + `.unfinished SET listed = false
+			WHERE next_execution_id = $1 AND listed AND execution_id <> $1`,
+		takeAgain: `UPDATE ` + s + `.unfinished SET listed = true WHERE next_execution_id = $1 AND NOT listed`,
 		// The row first: its lock waits for an append in flight, so the
 		// DELETE's snapshot, taken after, sees that append's events too.
 		deleteLog:    `UPDATE ` + s + `.executions SET length = 0, workflow_id = '' WHERE execution_id = $1`,

@@ -22,13 +22,18 @@ type appendBatch struct {
 	token      int64
 	n          int   // events
 	vals       []any // eventColumns values per event
+	indexed    bool  // the execution is in the status index (not an inbox stream)
+	status     store.StatusChange
 }
 
 // newAppendBatch encodes a batch that store.ValidateAppend accepted. It
 // returns the batch and the bytes it carries (payloads and metadata).
 func newAppendBatch(execID string, expected int64, events []event.Envelope) (*appendBatch, int) {
 	b := &appendBatch{execID: execID, expected: expected, n: len(events),
-		vals: make([]any, 0, eventColumns*len(events))}
+		vals: make([]any, 0, eventColumns*len(events)), indexed: !store.IsInboxStream(execID)}
+	if b.indexed {
+		b.status = store.StatusChangeOf(expected, events)
+	}
 	size := 0
 	for _, e := range events {
 		if b.workflowID == "" {
@@ -76,6 +81,7 @@ func storedLength(c *rawConn, execID string) (int64, error) {
 // else from the writer's lengthCache, else from the log itself. It returns
 // the typed refusal (nothing changed), or an error for a failed statement.
 // The first batch of a log also records it in executions, for listing.
+// An accepted batch changes the status index with it (indexChange).
 func claim(c *rawConn, b *appendBatch, pending map[string]int64) (refusal, err error) {
 	if b.fenced {
 		cur, found, err := c.queryInt64(sqlFenceToken, b.execID)
@@ -100,6 +106,11 @@ func claim(c *rawConn, b *appendBatch, pending map[string]int64) (refusal, err e
 	}
 	if b.expected == 0 {
 		if _, err := c.exec(sqlCreateLog, b.execID, b.workflowID); err != nil {
+			return nil, err
+		}
+	}
+	if b.indexed {
+		if err := indexChange(c, b.execID, b.expected == 0, b.status); err != nil {
 			return nil, err
 		}
 	}

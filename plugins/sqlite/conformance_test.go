@@ -36,6 +36,17 @@ func TestEventStoreConformanceSmallCap(t *testing.T) {
 	})
 }
 
+func TestStatusIndexConformance(t *testing.T) {
+	storetest.RunStatusIndex(t, storetest.EventStoreFactory{
+		New: func(t *testing.T) store.EventStore {
+			return mustOpenEventStore(t, filepath.Join(t.TempDir(), "events.db"))
+		},
+		Reopen: func(t *testing.T, closed store.EventStore) store.EventStore {
+			return mustOpenEventStore(t, closed.(*EventStore).Path())
+		},
+	})
+}
+
 func TestSnapshotStoreConformance(t *testing.T) {
 	open := func(t *testing.T, path string) store.SnapshotStore {
 		s, err := OpenSnapshotStore(path)

@@ -198,6 +198,7 @@ type readStmts struct {
 	eventsFrom     *sql.Stmt
 	eventsRange    *sql.Stmt
 	executions     *sql.Stmt
+	unfinished     *sql.Stmt
 	snapshotLatest *sql.Stmt
 	snapshotAt     *sql.Stmt
 	snapshotSeqs   *sql.Stmt
@@ -228,6 +229,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 		{&r.eventsFrom, `SELECT ` + eventCols + ` FROM events WHERE execution_id = ? AND sequence >= ? ORDER BY sequence`},
 		{&r.eventsRange, `SELECT ` + eventCols + ` FROM events WHERE execution_id = ? AND sequence >= ? AND sequence < ? ORDER BY sequence`},
 		{&r.executions, sqlListExecutions},
+		{&r.unfinished, sqlListUnfinished},
 		{&r.snapshotLatest, `SELECT sequence, schema_version, state FROM snapshots WHERE execution_id = ? ORDER BY sequence DESC LIMIT 1`},
 		{&r.snapshotAt, `SELECT sequence, schema_version, state FROM snapshots WHERE execution_id = ? AND sequence <= ? ORDER BY sequence DESC LIMIT 1`},
 		{&r.snapshotSeqs, `SELECT sequence FROM snapshots WHERE execution_id = ? ORDER BY sequence`},
@@ -250,7 +252,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 // close closes every prepared statement.
 func (r *readStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{r.eventsFrom, r.eventsRange, r.executions, r.snapshotLatest,
+	for _, st := range []*sql.Stmt{r.eventsFrom, r.eventsRange, r.executions, r.unfinished, r.snapshotLatest,
 		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom, r.timer, r.timersDue, r.lease} {
 		if st != nil {
 			if err := st.Close(); err != nil {

@@ -89,6 +89,12 @@
 // is created and serves ListExecutions in SQLite's BINARY collation, which
 // is code-point order for UTF-8; a log's length is MAX(sequence)+1, one
 // seek on the events key, rather than a column every append would rewrite.
+// The unfinished table (migration 7) is the store.StatusIndex: one row per
+// execution not ended, written by the append's own transaction only when
+// its batch moves the status (a step event costs nothing), read through its
+// (listed, execution_id) index, so a recovery pass costs the number of
+// unfinished executions, not of all. Migrating a file from an older release
+// fills it from each log's last status-moving event, in SQL.
 // Timers live in the timers table, one row per key (Put is an upsert,
 // Delete a compare-and-delete on wake_at), and Due reads the (wake_at, key)
 // index in order up to its LIMIT on the read pool. Leases live in the leases

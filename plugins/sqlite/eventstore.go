@@ -20,7 +20,8 @@ const (
 
 // EventStore is the event log of a DB. It implements store.EventStore and
 // every optional capability: store.RangeReader, store.Subscriber,
-// store.PrefixCopier, store.ExecutionDeleter and store.Fencer.
+// store.PrefixCopier, store.ExecutionDeleter, store.Fencer and
+// store.StatusIndex (kept in the transaction of each write it indexes).
 //
 // Appends go through the DB's group-commit writer: an Append returns only
 // after the transaction holding its events has committed (and, under
@@ -39,13 +40,16 @@ var (
 	_ store.PrefixCopier     = (*EventStore)(nil)
 	_ store.ExecutionDeleter = (*EventStore)(nil)
 	_ store.Fencer           = (*EventStore)(nil)
+	_ store.StatusIndex      = (*EventStore)(nil)
 )
 
 // Append implements store.EventStore. The batch is checked by
 // store.ValidateAppend in the caller (*store.InvalidAppendError), then
 // queued for group commit; inside the transaction the log's length is
 // compared with expected (*store.SequenceConflictError). Either refusal
-// writes nothing and affects no other caller's batch. Append returns nil
+// writes nothing, the status index included, and affects no other caller's
+// batch; an accepted batch that moves the status changes the index in its
+// own transaction (see ListUnfinished). Append returns nil
 // only once the transaction holding the batch has committed (fsynced under
 // SyncFull). If ctx ends while the batch is still queued, Append returns
 // ctx.Err() and nothing is written; once a leader has taken the batch,

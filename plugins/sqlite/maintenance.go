@@ -15,7 +15,9 @@ import (
 // with *store.InvalidAppendError for a bad target id, a negative through or
 // a source holding fewer than through+1 events, then with
 // *store.SequenceConflictError when to already has events; a refusal copies
-// nothing.
+// nothing. In the same transaction the copy gets the status index entry of
+// its prefix (read from the prefix's status events, last first), and the
+// continued executions waiting for to as their successor are handed over.
 func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through int64) error {
 	if err := s.check(); err != nil {
 		return err
@@ -63,12 +65,20 @@ func copyPrefix(c *rawConn, from, to string, through int64) error {
 	_, err = c.exec(`INSERT INTO executions (execution_id, workflow_id)
 		SELECT ?, workflow_id FROM executions WHERE execution_id = ?
 		ON CONFLICT (execution_id) DO UPDATE SET workflow_id = excluded.workflow_id`, to, from)
-	return err
+	if err != nil || store.IsInboxStream(to) {
+		return err
+	}
+	change, err := prefixStatus(c, to, through)
+	if err != nil {
+		return err
+	}
+	return indexChange(c, to, true, change)
 }
 
 // DeleteExecution implements store.ExecutionDeleter: it removes every event
-// of executionID, and its listing entry, in one transaction. Deleting an
-// unknown execution is not an error. Fencing tokens are kept, so a token
+// of executionID, its listing entry and its status index entry, in one
+// transaction, and lists again the continued executions whose successor it
+// was. Deleting an unknown execution is not an error. Fencing tokens are kept, so a token
 // acquired later is still greater than every earlier one.
 func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) error {
 	if err := s.check(); err != nil {
@@ -80,7 +90,13 @@ func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) er
 			if _, err := c.exec(`DELETE FROM events WHERE execution_id = ?`, executionID); err != nil {
 				return err
 			}
-			_, err := c.exec(`DELETE FROM executions WHERE execution_id = ?`, executionID)
+			if _, err := c.exec(`DELETE FROM executions WHERE execution_id = ?`, executionID); err != nil {
+				return err
+			}
+			if _, err := c.exec(sqlEndUnfinished, executionID); err != nil {
+				return err
+			}
+			_, err := c.exec(sqlTakeAgain, executionID)
 			return err
 		})
 	})

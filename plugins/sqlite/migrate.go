@@ -124,7 +124,79 @@ var schemaMigrations = []migration{
 			expires_at   INTEGER NOT NULL
 		) WITHOUT ROWID`,
 	}},
+	{7, "status index", []string{
+		// One row per execution that is not ended (store.StatusIndex): its
+		// status, the sequence and timestamp of the event that set it, and
+		// for a continued one its successor. listed is 0 only for a
+		// continued execution whose successor has a log, kept so deleting
+		// the successor lists it again. Appends change a row only when
+		// their batch moves the status, in the same transaction.
+		`CREATE TABLE unfinished (
+			execution_id      TEXT NOT NULL PRIMARY KEY,
+			status            TEXT NOT NULL,
+			sequence          INTEGER NOT NULL,
+			timestamp         INTEGER NOT NULL,
+			next_execution_id TEXT,
+			listed            INTEGER NOT NULL
+		) WITHOUT ROWID`,
+		// ListUnfinished reads the listed rows in id order from here.
+		`CREATE INDEX unfinished_listed ON unfinished (listed, execution_id)`,
+		// A log's creation (or deletion) finds the continued rows waiting
+		// for it as their successor here.
+		`CREATE INDEX unfinished_next ON unfinished (next_execution_id) WHERE next_execution_id IS NOT NULL`,
+		sqlBackfillUnfinished,
+	}},
 }
+
+// sqlBackfillUnfinished fills the unfinished table of a file written before
+// it existed, in SQL, from each log's last status-moving event (one
+// backward seek per log on the events key), by store.EventStatus's rule:
+// STARTED and RESUMED set running, SUSPENDED suspended, COMPLETED, FAILED
+// and CANCELLED end the execution, a kernel-stamped CONTINUED (metadata
+// kernel: true) sets continued to its payload's nextExecutionId, or ends it
+// when it names none; a log with none of them is running at its first
+// event, and inbox streams are left out. A CONTINUED whose metadata or
+// payload SQLite cannot parse (JSON nested past its depth limit) may or may
+// not end the execution, so it is taken as continued to an unknown
+// successor (next_execution_id NULL, listed): the index may list too much,
+// never too little, and the caller's fold decides.
+const sqlBackfillUnfinished = `INSERT INTO unfinished (execution_id, status, sequence, timestamp, next_execution_id, listed)
+	SELECT id, status, sequence, timestamp, next,
+		next IS NULL OR NOT EXISTS (SELECT 1 FROM executions n WHERE n.execution_id = next)
+	FROM (
+		SELECT id, sequence, timestamp, next,
+			CASE
+				WHEN last IS NULL OR event_type IN ('EXECUTION_STARTED', 'EXECUTION_RESUMED') THEN 'running'
+				WHEN event_type = 'EXECUTION_SUSPENDED' THEN 'suspended'
+				WHEN event_type = 'EXECUTION_CONTINUED' AND (next IS NULL OR next <> '') THEN 'continued'
+			END AS status
+		FROM (
+			SELECT l.id, l.last, e.event_type, e.sequence, e.timestamp,
+				CASE
+					WHEN l.last IS NULL OR e.event_type <> 'EXECUTION_CONTINUED' THEN NULL
+					WHEN e.metadata IS NOT NULL AND NOT json_valid(e.metadata) OR NOT json_valid(e.payload) THEN NULL
+					WHEN json_type(e.payload, '$.nextExecutionId') = 'text' THEN json_extract(e.payload, '$.nextExecutionId')
+					ELSE ''
+				END AS next
+			FROM (
+				SELECT x.execution_id AS id,
+					(SELECT e.sequence FROM events e
+						WHERE e.execution_id = x.execution_id AND (
+							e.event_type IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_RESUMED',
+								'EXECUTION_COMPLETED', 'EXECUTION_FAILED', 'EXECUTION_CANCELLED')
+							OR e.event_type = 'EXECUTION_CONTINUED' AND CASE
+								WHEN e.metadata IS NULL THEN 0
+								WHEN json_valid(e.metadata) THEN json_type(e.metadata, '$.kernel') IS 'true'
+								ELSE 1
+							END)
+						ORDER BY e.sequence DESC LIMIT 1) AS last
+				FROM executions x
+				WHERE substr(x.execution_id, 1, 15) <> '__loom_inbox__:'
+			) l
+			JOIN events e ON e.execution_id = l.id AND e.sequence = COALESCE(l.last, 0)
+		)
+	)
+	WHERE status IS NOT NULL`
 
 // migrate brings the schema up to the last step of list, one transaction per
 // pending step. BEGIN IMMEDIATE takes the write lock before the version is

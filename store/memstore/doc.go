@@ -1,6 +1,6 @@
 // Package memstore holds the in-memory reference implementations of the
 // storage SPIs: EventStore (with every optional capability: RangeReader,
-// Subscriber, PrefixCopier, ExecutionDeleter and Fencer), SnapshotStore (with
+// Subscriber, PrefixCopier, ExecutionDeleter, Fencer and StatusIndex), SnapshotStore (with
 // SnapshotLister, SnapshotPruner and SnapshotDeleter), BranchRegistry,
 // TimerStore, LeaseStore and ContentStore (with ContentDeleter; it trusts
 // its memory and does not re-hash on Get).
@@ -24,6 +24,10 @@
 //     index: a page costs a binary search plus its own length, and k new
 //     executions cost one O(n + k log k) merge at the next listing, never a
 //     sort of all n ids per page.
+//   - The status index (ListUnfinished) changes with the log under the same
+//     lock, and keeps its listed ids in the same kind of ordered index, so
+//     a page costs a binary search plus its length, whatever the number of
+//     ended executions.
 //   - Timers sit in a position-tracking min-heap by (WakeAt, Key): Put and
 //     Delete cost O(log n), and Due walks the heap without changing it, so
 //     a page of k timers costs O(k log k) and never a sort of all n.

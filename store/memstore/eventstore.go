@@ -22,6 +22,7 @@ var (
 	_ store.PrefixCopier     = (*EventStore)(nil)
 	_ store.ExecutionDeleter = (*EventStore)(nil)
 	_ store.Fencer           = (*EventStore)(nil)
+	_ store.StatusIndex      = (*EventStore)(nil)
 )
 
 // Option configures an EventStore.
@@ -59,6 +60,7 @@ type EventStore struct {
 	mu     sync.RWMutex
 	logs   map[string]*execLog
 	index  executionIndex
+	status statusIndex      // the unfinished executions, changed with their logs
 	fences map[string]int64 // current fence token per execution; survives DeleteExecution
 }
 
@@ -72,6 +74,7 @@ func NewEventStore(opts ...Option) *EventStore {
 	return &EventStore{
 		limits: o.limits,
 		logs:   make(map[string]*execLog),
+		status: newStatusIndex(),
 		fences: make(map[string]int64),
 	}
 }
@@ -80,7 +83,9 @@ func NewEventStore(opts ...Option) *EventStore {
 // events. It calls store.ValidateAppend first and applies the batch
 // atomically: on *store.InvalidAppendError or *store.SequenceConflictError
 // nothing is written. The envelopes are copied, so the caller may reuse them.
-// Followers are woken once the batch is applied. A done ctx or a closed store
+// Followers are woken once the batch is applied. The status index
+// (ListUnfinished) changes with the log, under the same lock, so no reader
+// sees one without the other. A done ctx or a closed store
 // (store.ErrClosed) refuses the call before anything is written.
 func (s *EventStore) Append(ctx context.Context, executionID string, expected int64, events []event.Envelope) error {
 	return s.appendChecked(ctx, executionID, expected, events, nil)
@@ -100,8 +105,12 @@ func (s *EventStore) appendChecked(ctx context.Context, executionID string, expe
 	for i, e := range events {
 		stored[i] = cloneEnvelope(e)
 	}
+	var change store.StatusChange // Kept: inbox streams are not indexed
+	if !store.IsInboxStream(executionID) {
+		change = store.StatusChangeOf(expected, stored)
+	}
 
-	if err := s.apply(executionID, expected, stored, check); err != nil {
+	if err := s.apply(executionID, expected, stored, change, check); err != nil {
 		return err
 	}
 	s.wake.Notify(executionID)
@@ -109,8 +118,9 @@ func (s *EventStore) appendChecked(ctx context.Context, executionID string, expe
 }
 
 // apply appends stored, already validated and copied, under the write lock
-// iff check passes and the log holds exactly expected events.
-func (s *EventStore) apply(executionID string, expected int64, stored []event.Envelope, check func() error) error {
+// iff check passes and the log holds exactly expected events, and applies
+// change to the status index with it.
+func (s *EventStore) apply(executionID string, expected int64, stored []event.Envelope, change store.StatusChange, check func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
@@ -138,6 +148,9 @@ func (s *EventStore) apply(executionID string, expected int64, stored []event.En
 		log.workflowID = firstWorkflowID(stored)
 	}
 	log.events = append(log.events, stored...)
+	if !store.IsInboxStream(executionID) {
+		s.status.apply(executionID, log, change, length == 0, s.logs)
+	}
 	return nil
 }
 
@@ -200,6 +213,7 @@ func (s *EventStore) Close() error {
 	s.closed.Store(true)
 	s.logs = nil
 	s.index = executionIndex{}
+	s.status = statusIndex{}
 	s.fences = nil
 	s.mu.Unlock()
 	s.wake.NotifyAll()

@@ -13,7 +13,9 @@ import (
 // are immutable). It refuses, writing nothing, with *store.InvalidAppendError
 // when to is not a valid id, through is negative or from holds fewer than
 // through+1 events, and with *store.SequenceConflictError when to already has
-// events. Followers of to are woken once the copy is applied.
+// events. Followers of to are woken once the copy is applied. The copy's
+// status index entry is that of its prefix (store.StatusChangeOf), set
+// under the same lock.
 func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through int64) error {
 	if err := s.usable(ctx); err != nil {
 		return err
@@ -51,8 +53,12 @@ func (s *EventStore) copyLocked(from, to string, through int64) error {
 		e.ExecutionID = to
 		copied[i] = e
 	}
-	s.logs[to] = &execLog{workflowID: src.workflowID, events: copied}
+	log := &execLog{workflowID: src.workflowID, events: copied}
+	s.logs[to] = log
 	s.index.add(to)
+	if !store.IsInboxStream(to) {
+		s.status.apply(to, log, store.StatusChangeOf(0, copied), true, s.logs)
+	}
 	return nil
 }
 
@@ -60,6 +66,8 @@ func (s *EventStore) copyLocked(from, to string, through int64) error {
 // the listing and its log is empty again, so an append at sequence 0
 // recreates it. Deleting an unknown execution is not an error. The fence of
 // the execution is kept, so a driver fenced before the delete stays fenced.
+// Its status index entry goes too, and a continued execution whose
+// successor it was is listed again.
 func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) error {
 	if err := s.usable(ctx); err != nil {
 		return err
@@ -72,6 +80,8 @@ func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) er
 	if _, ok := s.logs[executionID]; ok {
 		delete(s.logs, executionID)
 		s.index.markDirty()
+		s.status.remove(executionID)
+		s.status.relist(executionID, true)
 	}
 	return nil
 }

@@ -39,6 +39,13 @@ func TestEventStoreConformanceSmallCap(t *testing.T) {
 	})
 }
 
+// TestStatusIndexConformance runs the StatusIndex kit.
+func TestStatusIndexConformance(t *testing.T) {
+	storetest.RunStatusIndex(t, storetest.EventStoreFactory{
+		New: func(*testing.T) store.EventStore { return memstore.NewEventStore() },
+	})
+}
+
 // TestSnapshotStoreConformance runs the SnapshotStore kit.
 func TestSnapshotStoreConformance(t *testing.T) {
 	storetest.RunSnapshotStore(t, storetest.SnapshotStoreFactory{

@@ -24,6 +24,8 @@
 //			},
 //			MaxPayloadBytes: 0, // the store's payload cap; 0 is event.DefaultMaxPayloadBytes
 //		})
+//		// When the event store is also a store.StatusIndex:
+//		storetest.RunStatusIndex(t, storetest.EventStoreFactory{New: ..., Reopen: ...})
 //		storetest.RunSnapshotStore(t, storetest.SnapshotStoreFactory{New: ...})
 //		storetest.RunBranchRegistry(t, storetest.BranchRegistryFactory{New: ...})
 //		storetest.RunTimerStore(t, storetest.TimerStoreFactory{New: ...})
@@ -63,6 +65,12 @@
 //     an error of another kind, or a blob it resembles).
 //   - Fence tokens are per execution and, for a durable store, survive a
 //     reopen: a token acquired before the reopen is stale after a new one.
+//   - A StatusIndex lists, in code-point order, exactly the executions whose
+//     log the fold leaves pending or running (listed running), suspended,
+//     or continued to a successor with no log yet (listed continued), each
+//     at its last status-moving event; it changes with every write to the
+//     log and not with a refused one, never lists an inbox stream, and
+//     agrees with the fold on seeded logs (CheckUnfinished, StatusLogs).
 //   - Lease tokens are per execution and strictly increase across every
 //     grant, a re-acquisition by the holder and a grant after a Release
 //     included, and across a reopen; of owners racing for one lease exactly

@@ -105,6 +105,13 @@ func (h *eventHandle) AppendFenced(ctx context.Context, id string, token, expect
 	return h.inner.AppendFenced(ctx, id, token, expected, evs)
 }
 
+func (h *eventHandle) ListUnfinished(ctx context.Context, after string, limit int) (store.UnfinishedPage, error) {
+	if err := h.open(); err != nil {
+		return store.UnfinishedPage{}, err
+	}
+	return h.inner.ListUnfinished(ctx, after, limit)
+}
+
 // Close ends the handle and its subscriptions; the shared store lives on.
 func (h *eventHandle) Close() error {
 	h.mu.Lock()
@@ -135,5 +142,19 @@ func TestEventStoreKitReopen(t *testing.T) {
 			return &eventHandle{inner: closed.(*eventHandle).inner}
 		},
 		MaxPayloadBytes: limit,
+	})
+}
+
+// TestStatusIndexKitReopen runs the StatusIndex kit, Reopen included.
+func TestStatusIndexKitReopen(t *testing.T) {
+	storetest.RunStatusIndex(t, storetest.EventStoreFactory{
+		New: func(t *testing.T) store.EventStore {
+			inner := memstore.NewEventStore()
+			t.Cleanup(func() { _ = inner.Close() })
+			return &eventHandle{inner: inner}
+		},
+		Reopen: func(t *testing.T, closed store.EventStore) store.EventStore {
+			return &eventHandle{inner: closed.(*eventHandle).inner}
+		},
 	})
 }
