@@ -156,7 +156,10 @@ const (
 	StepDurable
 )
 
-// DivergenceMode is the replay-divergence detector's mode (ADR 0113).
+// DivergenceMode says what happens when a re-run calls other steps (or
+// gates) than its log recorded — a renamed or reordered step: park on
+// __loom_diverged__ before it runs (the default), warn and go on, or not
+// check (ADR 0113).
 type DivergenceMode int
 
 const (

@@ -10,12 +10,14 @@ import (
 	"github.com/loom-kernel/loom/fold"
 )
 
-// Emit appends an application event from the flow. It is appended once per
-// execution, not once per run (ADR 0102, spec §3): a re-run skips the n-th
-// emit of a content digest when the log already holds more than n stamped
-// emits of it and no step or decision of the current gate segment ran live
-// in this run. Kernel event types are refused except the few userspace may
-// emit, which are validated first (spec §5); a refusal appends nothing.
+// Emit appends an application event from the flow, once per execution
+// rather than once per run: a re-run does not append it again unless a
+// step or decision before it (since the last gate) ran again. (Precisely,
+// ADR 0102: a re-run skips the n-th emit of a content digest when the log
+// already holds more than n stamped emits of it and nothing of the current
+// gate segment ran live.) Kernel event types are refused except the few
+// userspace may emit, which are validated first; a refusal appends nothing
+// and is an *EmitRefusedError.
 func (c *Context) Emit(eventType string, payload any) error {
 	c.checkpoint()
 	return c.emit(eventType, payload)

@@ -47,10 +47,12 @@ func (r *drive) serveInDoubt(c *Context, t *Task, in json.RawMessage, fr fold.Fr
 	return r.runLive(c, t, in, fr.Attempt+1)
 }
 
-// ResolveInDoubt records an operator's verdict on an in-doubt park (K9.3):
-// a kernel DECISION_RECORDED keyed by the step and attempt, beside a null
-// EXECUTION_RESUMED, then drives the execution on — serving the step as
-// done with v.Output, or running it again as a new attempt. A verdict for
+// ResolveInDoubt answers an execution parked because a crash interrupted a
+// NonIdempotent step, so nobody knows whether its effect happened: Done
+// with Output serves the step as done; otherwise it runs again as a new
+// attempt, under a new idempotency key. The verdict is recorded (a kernel
+// DECISION_RECORDED keyed by the step and attempt, beside a null
+// EXECUTION_RESUMED, K9.3) and the execution drives on. A verdict for
 // another step or attempt than the parked one, or without the kernel's
 // EFFECT_INDOUBT fact, is refused with nothing appended.
 func (rt *Runtime) ResolveInDoubt(ctx context.Context, id string, v Verdict) error {

@@ -47,10 +47,11 @@ type suspendPayload struct {
 	Waits          []waitSpec `json:"waits,omitempty"`
 }
 
-// Suspend parks the execution on gate until a resume addressed to it (spec
-// §5). On replay the gates a run passes are answered in order from the
-// recorded resumes (_resumePayloads); the first gate without an answer parks:
-// EXECUTION_SUSPENDED is made durable and a snapshot taken. A park from the
+// Suspend parks the execution on gate until Resume answers it. When the
+// flow re-runs, each gate it already passed gets its recorded answer, in
+// order (a gate answered under another name is a divergence); the first
+// unanswered gate parks: EXECUTION_SUSPENDED is made durable and a snapshot
+// taken. A park from the
 // flow's root goroutine then waits in memory (a sticky park) for a Resume in
 // this process; any other park unwinds the calling goroutine with
 // runtime.Goexit, which deferred calls see but recover cannot stop, and the
