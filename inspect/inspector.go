@@ -110,7 +110,11 @@ func loopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Listing is one execution of /api/executions.
+// Listing is one execution of /api/executions, and of loom ls --json: the
+// store's listing (executionId, workflowId, and length, the number of
+// events in its log) and its folded status, sequence and updatedAt, the
+// gate it is parked on, and its fork lineage as the state's _forkChain
+// holds it (forkChain). Every tool names them so.
 type Listing struct {
 	store.ExecutionInfo
 	Status      fold.Status     `json:"status"`
@@ -118,6 +122,17 @@ type Listing struct {
 	UpdatedAt   int64           `json:"updatedAt"`
 	SuspendedOn string          `json:"suspendedOn,omitempty"`
 	ForkChain   json.RawMessage `json:"forkChain,omitempty"`
+}
+
+// ListingOf is the Listing of an execution the store listed as info, whose
+// latest folded state is st.
+func ListingOf(info store.ExecutionInfo, st fold.State) Listing {
+	l := Listing{ExecutionInfo: info, Status: st.Status, Sequence: st.Sequence, UpdatedAt: st.UpdatedAt,
+		ForkChain: st.Variables.ForkChain}
+	if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
+		l.SuspendedOn = st.Variables.SuspendedOn.On
+	}
+	return l
 }
 
 func (in *Inspector) executions(w http.ResponseWriter, r *http.Request) {
@@ -140,12 +155,7 @@ func (in *Inspector) executions(w http.ResponseWriter, r *http.Request) {
 			in.fail(w, err)
 			return
 		}
-		l := Listing{ExecutionInfo: info, Status: st.Status, Sequence: st.Sequence, UpdatedAt: st.UpdatedAt,
-			ForkChain: st.Variables.ForkChain}
-		if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
-			l.SuspendedOn = st.Variables.SuspendedOn.On
-		}
-		out.Executions = append(out.Executions, l)
+		out.Executions = append(out.Executions, ListingOf(info, st))
 	}
 	in.writeJSON(w, out)
 }

@@ -117,6 +117,21 @@ func (c *Client) Events(ctx context.Context, p EventsParams) (EventsResult, erro
 	return r, c.Call(ctx, MethodEvents, p, &r)
 }
 
+// Resolve calls execution.resolve: an operator's verdict on an in-doubt
+// park. A verdict for another step or attempt than the parked one is
+// refused (CodePayloadInvalid) and records nothing.
+func (c *Client) Resolve(ctx context.Context, p ResolveParams) (ResolveResult, error) {
+	var r ResolveResult
+	return r, c.Call(ctx, MethodResolve, p, &r)
+}
+
+// Gate calls execution.gate: what an execution is parked on, its timeout,
+// and the JSON Schema of the answer.
+func (c *Client) Gate(ctx context.Context, p GateParams) (GateResult, error) {
+	var r GateResult
+	return r, c.Call(ctx, MethodGate, p, &r)
+}
+
 // Call sends one JSON-RPC request and decodes its result into result (which
 // may be nil). A JSON-RPC error comes back as *Error; a transport failure or
 // an answer that is not JSON-RPC as another error naming the endpoint.

@@ -42,10 +42,10 @@
 // stored payload that is not UTF-8) is replaced by CodeInternal, and an
 // event stream ends with an internal-error event instead.
 //
-// # Methods (wire ABI 1.0.0)
+// # Methods (wire ABI 1.1.0)
 //
 //	method               params                                          result
-//	loom.handshake       —                                               {wireAbiVersion, kernelAbiVersion, syscalls, eventSchemaVersion, methods, maxRequestBytes, maxEventsPage}
+//	loom.handshake       —                                               {wireAbiVersion, kernelAbiVersion, syscalls, eventSchemaVersion, methods, maxRequestBytes, maxEventsPage, flows}
 //	execution.start      {flowId, input?, executionId?, wait?}           {executionId, state?}
 //	execution.resume     {executionId, eventType, payload?, credentials?, wait?}  {executionId, state?}
 //	execution.cancel     {executionId, reason?}                          {executionId}
@@ -53,6 +53,8 @@
 //	execution.state      {executionId, at?}                              {executionId, state}
 //	execution.events     {executionId, from?, limit?}                    {events: [envelope…], next?}
 //	execution.subscribe  {executionId, from?}                            a text/event-stream (below)
+//	execution.resolve    {executionId, stepId, attempt, done?, output?, wait?}  {executionId, state?}
+//	execution.gate       {executionId}                                   {executionId, flowId, status, sequence, gate?}
 //
 // state is always fold.Encode's canonical JSON ({status, frames, variables,
 // sequence, startedAt, updatedAt}), byte-identical on every conforming
@@ -63,6 +65,21 @@
 // — kernel event types, the parked gate, resume schemas, the
 // ResumeAuthenticator (which gets credentials) and the Authorizer — and every
 // refusal appends nothing.
+//
+// The handshake's flows lists the registered flows ({id, codeFingerprint?,
+// compatibleFingerprints?, resumeSchemas?: {gate: JSON Schema}}), so a
+// client can show what each gate expects before it answers one.
+// execution.gate says what an execution is parked on: gate {on, kind, since,
+// wakeAt?, timeoutMs?, stepId?, attempt?, schema?, waits?} — kind "gate" (a
+// flow's gate, answered by execution.resume with eventType = on and a payload
+// schema accepts), "in-doubt" (a step with side effects whose outcome is
+// unknown, stepId and attempt naming it), "diverged", "sleep", "select"
+// (waits: [{waitId, kind, on?, topic?, wakeAt?, schema?}]) or "kernel";
+// times are epoch milliseconds. execution.resolve is the operator's verdict
+// on an in-doubt park (loom.Runtime.ResolveInDoubt): done with the step's
+// output when the effect happened, else the step runs again as a new
+// attempt; stepId and attempt must name the parked attempt, or nothing is
+// recorded.
 //
 // # The event stream
 //
@@ -87,7 +104,12 @@
 // that never changes meaning. The message says what was refused and what to
 // do, built from the error's typed fields: it never echoes a payload,
 // credentials or an authenticator's words. data holds structured detail
-// (executionId, reason, gate, location, field, limit).
+// (ErrorData lists every field): executionId; reason for the refusals;
+// gate, location and violations ([{pointer, keyword, message}], never the
+// payload's values) for a resume schema; owner and expiresAt (epoch ms: retry
+// after it) when busy; recorded and registered for a code mismatch; field
+// and need when the runtime is not configured; flows (the registered flow
+// ids) for an unknown flow; field and limit; at and last.
 //
 //	code     meaning                                      from
 //	-32700   parse error: the body is not JSON            —
@@ -107,13 +129,14 @@
 //	-32016   refused: timer-not-allowed                   loom.RefusedTimerNotDue
 //	-32017   refused: terminal (the execution ended)      loom.RefusedTerminal
 //	-32018   refused: unauthenticated resume              loom.RefusedUnauthenticated
-//	-32019   refused: busy (retry)                        loom.RefusedBusy
-//	-32020   resume payload fails the gate's schema       *loom.ResumePayloadValidationError (data.gate, data.location)
+//	-32019   refused: busy (retry after data.expiresAt)   *loom.ExecutionBusyError, loom.RefusedBusy (data.owner, data.expiresAt)
+//	-32020   resume payload fails the gate's schema       *loom.ResumePayloadValidationError (data.gate, data.location, data.violations; data.reason "in-doubt" at an in-doubt park)
 //	-32030   execution not found                          loom.ErrExecutionNotFound
 //	-32031   execution exists                             loom.ErrExecutionExists (wins over a journal or store error in its chain)
 //	-32032   unknown flow                                 loom.ErrUnknownFlow
 //	-32033   sequence past the end of the log             fork at / state at (data.last)
-//	-32040   invalid input (id, event type, JSON value)   event.ErrInvalidEnvelope
+//	-32034   the recorded code is not the registered one  *loom.FlowCodeMismatchError (data.recorded, data.registered) — 1.1.0
+//	-32040   invalid input (id, event type, JSON value)   event.ErrInvalidEnvelope; *loom.InputTypeError (data.field "input", data.want)
 //	-32041   payload too large                            *event.PayloadTooLargeError
 //	-32050   deadline exceeded (may have taken effect)    context.DeadlineExceeded
 //	-32051   cancelled (may have taken effect)            context.Canceled
@@ -121,11 +144,21 @@
 //	-32061   a durable append failed                      *loom.JournalError
 //	-32062   conflict: another writer moved the log       store.ErrSequenceConflict
 //	-32070   subscribe unsupported by the event store     no store.Subscriber
+//	-32071   the app's runtime lacks a store or feature   *loom.NotConfiguredError (data.field, data.need) — 1.1.0
 //
 // The Client returns these as *Error, which matches the kernel's sentinels
 // with errors.Is (loom.ErrExecutionNotFound, loom.ErrExecutionExists,
 // loom.ErrUnknownFlow, event.ErrInvalidEnvelope, event.ErrPayloadTooLarge,
 // context.DeadlineExceeded, context.Canceled).
+//
+// # Versions
+//
+// 1.1.0 added, without renaming or removing anything of 1.0.0: the methods
+// execution.resolve and execution.gate, the handshake's flows, the codes
+// -32034 and -32071, and the data fields violations, owner, expiresAt,
+// recorded, registered, need, want and flows (data.location is kept: the
+// first violation's pointer). An unknown flow's message now names the
+// registered flows; a busy refusal's says when to retry.
 //
 // # Security defaults
 //

@@ -1,14 +1,19 @@
 package wire
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"regexp"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/schema"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -42,6 +47,7 @@ const (
 	CodeExecutionExists      = -32031 // loom.ErrExecutionExists, however wrapped (see executionExists)
 	CodeUnknownFlow          = -32032 // loom.ErrUnknownFlow
 	CodeSequenceOutOfRange   = -32033 // a sequence past the end of the log
+	CodeFlowCodeMismatch     = -32034 // *loom.FlowCodeMismatchError: the recorded code pin is not the registered flow's (1.1.0)
 	CodeInvalidInput         = -32040 // event.ErrInvalidEnvelope: a bad id, event type or JSON value
 	CodePayloadTooLarge      = -32041 // *event.PayloadTooLargeError
 	CodeDeadlineExceeded     = -32050 // context.DeadlineExceeded: the call may still have taken effect
@@ -50,6 +56,7 @@ const (
 	CodeStoreFailed          = -32061 // *loom.JournalError: a durable append failed
 	CodeConflict             = -32062 // store.ErrSequenceConflict: another writer moved the log; retry
 	CodeSubscribeUnsupported = -32070 // the event store cannot follow a log
+	CodeNotConfigured        = -32071 // *loom.NotConfiguredError: the app's runtime lacks a store or feature (1.1.0)
 )
 
 // refusalCodes maps the ingress gate's reasons to their codes.
@@ -116,6 +123,50 @@ func (e *Error) Reason() string {
 	return d.Reason
 }
 
+// ErrorData is the structured detail an error's data may hold; each field
+// is present only for the codes that set it:
+//
+//   - executionId: most codes that concern one execution;
+//   - reason: the refusal codes (a loom.RefusalReason; "in-doubt" for a
+//     CodePayloadInvalid at an in-doubt park);
+//   - gate, location, violations: CodePayloadInvalid;
+//   - owner, expiresAt (epoch ms: retry after it): CodeBusy;
+//   - flowId, recorded, registered: CodeFlowCodeMismatch;
+//   - flowId, flows (the registered flow ids): CodeUnknownFlow;
+//   - field, need: CodeNotConfigured; field, limit: CodePayloadTooLarge;
+//     field (and flowId, want for an input): CodeInvalidInput;
+//   - at, last: CodeSequenceOutOfRange; action: CodeDenied;
+//     sequence: CodeStoreFailed; location: CodeInvalidParams.
+type ErrorData struct {
+	ExecutionID string      `json:"executionId,omitempty"`
+	Reason      string      `json:"reason,omitempty"`
+	Gate        string      `json:"gate,omitempty"`
+	Location    string      `json:"location,omitempty"`
+	Violations  []Violation `json:"violations,omitempty"`
+	Owner       string      `json:"owner,omitempty"`
+	ExpiresAt   int64       `json:"expiresAt,omitempty"`
+	FlowID      string      `json:"flowId,omitempty"`
+	Recorded    string      `json:"recorded,omitempty"`
+	Registered  string      `json:"registered,omitempty"`
+	Flows       []string    `json:"flows,omitempty"`
+	Field       string      `json:"field,omitempty"`
+	Need        string      `json:"need,omitempty"`
+	Want        string      `json:"want,omitempty"`
+	Limit       int64       `json:"limit,omitempty"`
+	At          *int64      `json:"at,omitempty"`
+	Last        *int64      `json:"last,omitempty"`
+	Action      string      `json:"action,omitempty"`
+	Sequence    *int64      `json:"sequence,omitempty"`
+}
+
+// Detail decodes data into an ErrorData; fields the error does not carry
+// are zero.
+func (e *Error) Detail() ErrorData {
+	var d ErrorData
+	_ = json.Unmarshal(e.Data, &d) // data is an object written by the server; what does not decode stays zero
+	return d
+}
+
 func newError(code int, msg string, data map[string]any) *Error {
 	e := &Error{Code: code, Message: msg}
 	if len(data) > 0 {
@@ -131,28 +182,41 @@ func newError(code int, msg string, data map[string]any) *Error {
 // it; the caller sees only "internal error").
 func errorFor(err error) (e *Error, internal bool) {
 	var (
-		we  *Error
-		rr  *loom.ResumeRefusedError
-		pv  *loom.ResumePayloadValidationError
-		dn  *loom.ExecutionDeniedError
-		big *event.PayloadTooLargeError
-		bad *event.InvalidEnvelopeError
-		je  *loom.JournalError
-		rng *rangeError
+		we   *Error
+		busy *loom.ExecutionBusyError
+		rr   *loom.ResumeRefusedError
+		pv   *loom.ResumePayloadValidationError
+		dn   *loom.ExecutionDeniedError
+		fm   *loom.FlowCodeMismatchError
+		nc   *loom.NotConfiguredError
+		it   *loom.InputTypeError
+		big  *event.PayloadTooLargeError
+		bad  *event.InvalidEnvelopeError
+		je   *loom.JournalError
+		rng  *rangeError
 	)
 	switch {
 	case errors.As(err, &we):
 		return we, false
+	case errors.As(err, &busy): // before rr: a busy error also matches it
+		return busyError(busy), false
 	case errors.As(err, &rr):
 		return refusal(rr), false
 	case errors.As(err, &pv):
-		data := map[string]any{"executionId": pv.ExecutionID, "gate": pv.Gate}
-		msg := "the resume payload does not satisfy the schema of gate " + strconv.Quote(pv.Gate)
-		if loc := schemaLocation(pv.Detail); loc != "" {
-			data["location"] = loc
-			msg += " at " + loc
-		}
-		return newError(CodePayloadInvalid, msg+"; nothing was recorded", data), false
+		return payloadInvalid(pv), false
+	case errors.As(err, &fm):
+		return newError(CodeFlowCodeMismatch, "execution "+strconv.Quote(fm.ExecutionID)+" was recorded under code "+
+			strconv.Quote(fm.Recorded)+" but flow "+strconv.Quote(fm.FlowID)+" is registered with fingerprint "+
+			strconv.Quote(fm.Registered)+"; nothing was recorded: the app must declare the recorded code compatible "+
+			"(loom.WithCompatibleFingerprints) once its new code replays the old log, or move the execution (ResumeAs)",
+			map[string]any{"executionId": fm.ExecutionID, "flowId": fm.FlowID, "recorded": fm.Recorded, "registered": fm.Registered}), false
+	case errors.As(err, &nc):
+		return newError(CodeNotConfigured, "the app's runtime is not configured for this: "+nc.Need+" needs Config."+nc.Field+
+			"; nothing was recorded", map[string]any{"field": nc.Field, "need": nc.Need}), false
+	case errors.As(err, &it):
+		return newError(CodeInvalidInput, "flow "+strconv.Quote(it.FlowID)+" takes a "+it.Want+
+			" as input, and this input does not decode into one; nothing was started",
+			map[string]any{"field": "input", "flowId": it.FlowID, "want": it.Want}), false
 	case errors.As(err, &dn):
 		return newError(CodeDenied, dn.Action+" of "+strconv.Quote(dn.ExecutionID)+" denied by the runtime's authorizer",
 			map[string]any{"executionId": dn.ExecutionID, "action": dn.Action}), false
@@ -220,17 +284,6 @@ func refusal(rr *loom.ResumeRefusedError) *Error {
 	return newError(code, msg, map[string]any{"executionId": rr.ExecutionID, "reason": string(rr.Reason)})
 }
 
-// schemaAt finds the instance location in a resume-schema refusal's detail
-// ("… at /path: …"); the rest of the detail may quote the payload.
-var schemaAt = regexp.MustCompile(`at (/[^\s:]*)`)
-
-func schemaLocation(detail string) string {
-	if m := schemaAt.FindStringSubmatch(detail); m != nil {
-		return m[1]
-	}
-	return ""
-}
-
 // rangeError is a sequence past the end of a log.
 type rangeError struct {
 	id       string
@@ -239,6 +292,71 @@ type rangeError struct {
 
 func (e *rangeError) Error() string {
 	return "wire: sequence " + strconv.FormatInt(e.at, 10) + " is past the end of the log of " + strconv.Quote(e.id)
+}
+
+// busyError renders a refusal because another node drives the execution:
+// who (its lease's owner, "" when it has not taken one yet) and when to
+// retry (expiresAt, epoch ms: when the lease lapses unless renewed).
+func busyError(b *loom.ExecutionBusyError) *Error {
+	by := "node " + strconv.Quote(b.Owner)
+	if b.Owner == "" {
+		by = "a node that has not taken its lease yet (its log moved recently)"
+	}
+	at := b.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	return newError(CodeBusy, "refused (busy); nothing was recorded: execution "+strconv.Quote(b.ExecutionID)+
+		" is driven by "+by+"; retry after "+at+", when its lease lapses unless its owner renews it",
+		map[string]any{"executionId": b.ExecutionID, "reason": string(loom.RefusedBusy), "owner": b.Owner,
+			"expiresAt": b.ExpiresAt.UnixMilli()})
+}
+
+// payloadInvalid renders a resume payload refused at its gate. For a gate
+// schema it lists each violation, sorted by pointer — where (a JSON pointer
+// into the payload), the schema keyword and what is wrong, never the
+// payload's values (see safeViolation) — and data.location is the first
+// one's pointer. At an
+// in-doubt park the kernel's own words (which name the step attempt, never
+// a payload) say why.
+func payloadInvalid(pv *loom.ResumePayloadValidationError) *Error {
+	data := map[string]any{"executionId": pv.ExecutionID, "gate": pv.Gate}
+	if pv.Gate == fold.GateInDoubt {
+		data["reason"] = "in-doubt"
+		return newError(CodePayloadInvalid, "refused; nothing was recorded: "+pv.Detail, data)
+	}
+	msg := "the resume payload does not satisfy the schema of gate " + strconv.Quote(pv.Gate)
+	var vs []Violation
+	for _, v := range pv.Violations {
+		vs = append(vs, safeViolation(v))
+	}
+	// The validator reports an object's properties in map order: sorted,
+	// the same refusal reads the same every time.
+	slices.SortFunc(vs, func(a, b Violation) int {
+		return cmp.Or(strings.Compare(a.Pointer, b.Pointer), strings.Compare(a.Keyword, b.Keyword), strings.Compare(a.Message, b.Message))
+	})
+	if len(vs) > 0 {
+		data["location"] = vs[0].Pointer
+		data["violations"] = vs
+		msg += " at " + vs[0].Pointer + ": " + vs[0].Message
+		if len(vs) > 1 {
+			msg += " (and " + strconv.Itoa(len(vs)-1) + " more in data.violations)"
+		}
+	}
+	return newError(CodePayloadInvalid, msg+"; nothing was recorded", data)
+}
+
+// Violation is one way a payload fails a gate's schema, as
+// CodePayloadInvalid's data.violations lists it: Pointer is a JSON pointer
+// into the payload, Keyword the schema keyword that refused it, Message
+// what is wrong, in words that never quote the payload's values.
+type Violation struct {
+	Pointer string `json:"pointer"`
+	Keyword string `json:"keyword"`
+	Message string `json:"message"`
+}
+
+// safeViolation is a violation as the wire shows it, its message in words
+// that never quote the payload (schema.SafeMessage).
+func safeViolation(v loom.SchemaViolation) Violation {
+	return Violation{Pointer: v.Pointer, Keyword: v.Keyword, Message: schema.SafeMessage(v.Keyword, v.Message)}
 }
 
 func invalidParams(msg string) *Error { return newError(CodeInvalidParams, msg, nil) }

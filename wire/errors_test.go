@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
@@ -31,6 +32,10 @@ func TestErrorCodeTable(t *testing.T) {
 		{&loom.ResumeRefusedError{Reason: loom.RefusedBusy}, -32019},
 		{&loom.ResumeRefusedError{Reason: "some-future-reason"}, -32010},
 		{&loom.ResumePayloadValidationError{Gate: "g"}, -32020},
+		{&loom.ExecutionBusyError{ExecutionID: "x", Owner: "node-1", ExpiresAt: time.UnixMilli(1)}, -32019},
+		{&loom.FlowCodeMismatchError{ExecutionID: "x", FlowID: "f", Recorded: "a", Registered: "b"}, -32034},
+		{&loom.NotConfiguredError{Field: "Timers", Need: "a timed wait"}, -32071},
+		{&loom.InputTypeError{FlowID: "f", Want: "int", Got: "a string"}, -32040},
 		{&loom.ExecutionDeniedError{Action: "start"}, -32002},
 		{wrap(loom.ErrExecutionNotFound), -32030},
 		{wrap(loom.ErrExecutionExists), -32031},
@@ -63,6 +68,13 @@ func TestErrorMessagesStayQuiet(t *testing.T) {
 		&loom.ResumeRefusedError{ExecutionID: "x", Reason: loom.RefusedUnauthenticated, Detail: "token SECRET expired"},
 		&loom.ExecutionDeniedError{ExecutionID: "x", Action: "resume", Reason: "principal SECRET lacks role"},
 		&loom.ResumePayloadValidationError{ExecutionID: "x", Gate: "g", Detail: "schema: payload does not match: at /note: 'SECRET' does not match pattern '^[a-z]*$'"},
+		&loom.ResumePayloadValidationError{ExecutionID: "x", Gate: "g", Violations: []loom.SchemaViolation{
+			{Pointer: "/note", Keyword: "properties/note/pattern", Message: "'SECRET' does not match pattern '^[a-z]*$'"},
+			{Pointer: "/n", Keyword: "properties/n/maximum", Message: "maximum: got 4242SECRET, want 10"},
+			{Pointer: "/m", Keyword: "properties/m/format", Message: "'SECRET' is not valid 'email'"},
+			{Pointer: "", Keyword: "additionalProperties", Message: "additional properties 'SECRET' not allowed"},
+			{Pointer: "/x", Keyword: "properties/x/someFutureKeyword", Message: "SECRET"}}},
+		&loom.InputTypeError{FlowID: "f", Want: "int", Got: "an input that does not decode into it (SECRET)"},
 		errors.New("driver: SECRET in a query"),
 	} {
 		e, _ := errorFor(err)
@@ -70,7 +82,8 @@ func TestErrorMessagesStayQuiet(t *testing.T) {
 			t.Errorf("%T leaks: %s %s", err, e.Message, e.Data)
 		}
 	}
-	e, _ := errorFor(&loom.ResumePayloadValidationError{Gate: "g", Detail: "schema: payload does not match: at /note: 'x' no"})
+	e, _ := errorFor(&loom.ResumePayloadValidationError{Gate: "g", Detail: "schema: payload does not match: at /note: 'x' no",
+		Violations: []loom.SchemaViolation{{Pointer: "/note", Keyword: "pattern", Message: "'x' does not match pattern '^[a-z]*$'"}}})
 	if !strings.Contains(string(e.Data), `"location":"/note"`) {
 		t.Fatalf("location lost: %s", e.Data)
 	}
@@ -79,18 +92,19 @@ func TestErrorMessagesStayQuiet(t *testing.T) {
 // TestVersionPinsProtocol fails when the methods or the error codes change
 // without a new Version (and this pin) — the wire ABI's K1-style pin.
 func TestVersionPinsProtocol(t *testing.T) {
-	const pinned = "1.0.0"
+	const pinned = "1.1.0"
 	methods := []string{"loom.handshake", "execution.start", "execution.resume", "execution.cancel",
-		"execution.fork", "execution.state", "execution.events", "execution.subscribe"}
+		"execution.fork", "execution.state", "execution.events", "execution.subscribe", "execution.resolve", "execution.gate"}
 	codes := []int{CodeParseError, CodeInvalidRequest, CodeMethodNotFound, CodeInvalidParams, CodeInternal,
 		CodeUnauthenticated, CodeDenied, CodeRequestTooLarge, CodeResumeRefused, CodeKernelEventType,
 		CodeNotSuspended, CodeGateMismatch, CodeNotRecoverable, CodeNullAfterFailure, CodeTimerNotAllowed,
 		CodeTerminal, CodeResumeUnauthorized, CodeBusy, CodePayloadInvalid, CodeExecutionNotFound,
-		CodeExecutionExists, CodeUnknownFlow, CodeSequenceOutOfRange, CodeInvalidInput, CodePayloadTooLarge,
-		CodeDeadlineExceeded, CodeCancelled, CodeUnavailable, CodeStoreFailed, CodeConflict, CodeSubscribeUnsupported}
+		CodeExecutionExists, CodeUnknownFlow, CodeSequenceOutOfRange, CodeFlowCodeMismatch, CodeInvalidInput, CodePayloadTooLarge,
+		CodeDeadlineExceeded, CodeCancelled, CodeUnavailable, CodeStoreFailed, CodeConflict, CodeSubscribeUnsupported,
+		CodeNotConfigured}
 	want := []int{-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32010, -32011, -32012, -32013,
-		-32014, -32015, -32016, -32017, -32018, -32019, -32020, -32030, -32031, -32032, -32033, -32040, -32041,
-		-32050, -32051, -32060, -32061, -32062, -32070}
+		-32014, -32015, -32016, -32017, -32018, -32019, -32020, -32030, -32031, -32032, -32033, -32034, -32040, -32041,
+		-32050, -32051, -32060, -32061, -32062, -32070, -32071}
 	if Version != pinned || !slices.Equal(Methods(), methods) || !slices.Equal(codes, want) {
 		t.Fatalf("the wire protocol changed: Version %s, methods %v, codes %v; bump Version (MINOR for additions, MAJOR otherwise) and update this pin and doc.go", Version, Methods(), codes)
 	}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -258,6 +259,12 @@ func (h *handler) wireError(method string, err error) *Error {
 	e, internal := errorFor(err)
 	if internal {
 		h.opts.Logger.Error("wire: internal error", "method", method, "error", err)
+	}
+	var pv *loom.ResumePayloadValidationError
+	if method == MethodResume && errors.As(err, &pv) && pv.Gate == fold.GateInDoubt {
+		// Answered by a verdict, which is another method.
+		e = &Error{Code: e.Code, Message: e.Message + "; answer it with execution.resolve (loom resolve " +
+			pv.ExecutionID + " --done OUTPUT, or --rerun)", Data: e.Data}
 	}
 	return e
 }

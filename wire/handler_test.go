@@ -24,7 +24,7 @@ func TestHandshakeRaw(t *testing.T) {
 		t.Fatalf("envelope of the response: %v", resp)
 	}
 	r := result(t, resp)
-	if r["wireAbiVersion"] != "1.0.0" || r["kernelAbiVersion"] != loom.KernelABIVersion || r["eventSchemaVersion"] != event.SchemaVersion {
+	if r["wireAbiVersion"] != "1.1.0" || r["kernelAbiVersion"] != loom.KernelABIVersion || r["eventSchemaVersion"] != event.SchemaVersion {
 		t.Fatalf("versions: %v", r)
 	}
 	var syscalls []string
@@ -39,9 +39,18 @@ func TestHandshakeRaw(t *testing.T) {
 		methods = append(methods, m.(string))
 	}
 	want := []string{"loom.handshake", "execution.start", "execution.resume", "execution.cancel", "execution.fork",
-		"execution.state", "execution.events", "execution.subscribe"}
+		"execution.state", "execution.events", "execution.subscribe", "execution.resolve", "execution.gate"}
 	if !slices.Equal(methods, want) {
 		t.Fatalf("methods %v, want %v", methods, want)
+	}
+	// The registered flows, by id, with each gate's schema.
+	flows := r["flows"].([]any)
+	if len(flows) != 2 || flows[0].(map[string]any)["id"] != "blocker" || flows[1].(map[string]any)["id"] != "order" {
+		t.Fatalf("flows %v", flows)
+	}
+	schemas := flows[1].(map[string]any)["resumeSchemas"].(map[string]any)
+	if gate := schemas["approve"].(map[string]any); gate["required"].([]any)[0] != "approved" {
+		t.Fatalf("the approve gate's schema: %v", schemas)
 	}
 	if r["maxRequestBytes"].(interface{ String() string }).String() != "1048576" {
 		t.Fatalf("maxRequestBytes %v", r["maxRequestBytes"])

@@ -3,8 +3,10 @@ package wire
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
@@ -19,7 +21,7 @@ func (h *handler) dispatch(ctx context.Context, method string, params json.RawMe
 		if err := decodeParams(params, &struct{}{}, false); err != nil {
 			return nil, err
 		}
-		return currentHandshake(h.opts.MaxRequestBytes), nil
+		return currentHandshake(h.opts.MaxRequestBytes, h.rt.Flows()), nil
 	case MethodStart:
 		var p StartParams
 		if err := decodeParams(params, &p, true); err != nil {
@@ -62,6 +64,18 @@ func (h *handler) dispatch(ctx context.Context, method string, params json.RawMe
 			return nil, err
 		}
 		return h.events(ctx, p)
+	case MethodResolve:
+		var p ResolveParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.resolve(ctx, p)
+	case MethodGate:
+		var p GateParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.gate(ctx, p)
 	}
 	return nil, newError(CodeMethodNotFound, "no method "+strconv.Quote(method)+" in wire ABI "+Version+
 		"; loom.handshake lists the methods", nil)
@@ -94,6 +108,9 @@ func (h *handler) start(ctx context.Context, p StartParams) (StartResult, error)
 		opts = append(opts, loom.WithExecutionID(p.ExecutionID))
 	}
 	id, err := h.rt.Start(ctx, p.FlowID, input, opts...)
+	if errors.Is(err, loom.ErrUnknownFlow) {
+		return StartResult{}, h.unknownFlow(p.FlowID)
+	}
 	if err != nil {
 		return StartResult{}, err
 	}
@@ -114,6 +131,31 @@ func (h *handler) resume(ctx context.Context, p ResumeParams) (ResumeResult, err
 		return ResumeResult{}, err
 	}
 	return ResumeResult{ExecutionID: p.ExecutionID, State: h.settled(ctx, p.ExecutionID, p.Wait)}, nil
+}
+
+func (h *handler) resolve(ctx context.Context, p ResolveParams) (ResolveResult, error) {
+	if err := requireID("executionId", p.ExecutionID); err != nil {
+		return ResolveResult{}, err
+	}
+	if p.StepID == "" || p.Attempt == nil {
+		return ResolveResult{}, invalidParams("stepId and attempt are required: the step attempt the park is in doubt about " +
+			"(execution.gate shows them)")
+	}
+	if !p.Done && len(p.Output) > 0 {
+		return ResolveResult{}, invalidParams("output goes with done: true (the effect happened, and this is its output); " +
+			"without done the step runs again and its new attempt makes the output")
+	}
+	v := loom.Verdict{StepID: p.StepID, Attempt: *p.Attempt, Done: p.Done}
+	if p.Done {
+		v.Output = json.RawMessage("null")
+		if len(p.Output) > 0 {
+			v.Output = p.Output
+		}
+	}
+	if err := h.rt.ResolveInDoubt(ctx, p.ExecutionID, v); err != nil {
+		return ResolveResult{}, err
+	}
+	return ResolveResult{ExecutionID: p.ExecutionID, State: h.settled(ctx, p.ExecutionID, p.Wait)}, nil
 }
 
 func (h *handler) fork(ctx context.Context, p ForkParams) (ForkResult, error) {
@@ -143,6 +185,20 @@ func (h *handler) fork(ctx context.Context, p ForkParams) (ForkResult, error) {
 		return ForkResult{}, err
 	}
 	return ForkResult{ExecutionID: id, State: h.settled(ctx, id, p.Wait)}, nil
+}
+
+// unknownFlow refuses a start of a flow the app does not register, listing
+// those it does (data.flows).
+func (h *handler) unknownFlow(id string) *Error {
+	ids := []string{}
+	for _, f := range h.rt.Flows() {
+		ids = append(ids, f.ID)
+	}
+	msg := "no flow " + quoteCut(id, maxQuotedName) + " is registered"
+	if len(ids) > 0 {
+		msg += "; the app registers " + strings.Join(ids, ", ")
+	}
+	return newError(CodeUnknownFlow, msg, map[string]any{"flowId": cut(id, maxQuotedName), "flows": ids})
 }
 
 // checkSequence refuses a sequence past the end of a log with a typed

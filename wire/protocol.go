@@ -5,6 +5,7 @@ import (
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
 )
 
 // Version is the wire ABI version (WIRE_ABI_VERSION in the spec, ADR 0026).
@@ -14,14 +15,20 @@ import (
 // syscalls, eventSchemaVersion). Adding a method, an optional param or a
 // result field is a MINOR bump; removing or renaming one, or moving an error
 // code, is MAJOR. TestVersionPinsProtocol fails when they change apart.
-const Version = "1.0.0"
+//
+// 1.1.0 added execution.resolve and execution.gate, the handshake's flows,
+// the codes CodeFlowCodeMismatch and CodeNotConfigured, and structured data
+// on refusals (violations, owner and expiresAt, recorded and registered,
+// field and need, flows); nothing was renamed or removed.
+const Version = "1.1.0"
 
 // Path is where Handler answers when an app mounts it at the root: every
 // JSON-RPC request, including the subscribe stream, is a POST to Path.
 const Path = "/rpc"
 
-// The methods of wire ABI 1.0.0: one per syscall-ABI entry point a client
-// outside the process may call, plus the handshake.
+// The methods of wire ABI 1.1.0: one per syscall-ABI entry point a client
+// outside the process may call, plus the handshake. Resolve and Gate came
+// with 1.1.0.
 const (
 	MethodHandshake = "loom.handshake"
 	MethodStart     = "execution.start"
@@ -31,13 +38,15 @@ const (
 	MethodState     = "execution.state"
 	MethodEvents    = "execution.events"
 	MethodSubscribe = "execution.subscribe"
+	MethodResolve   = "execution.resolve"
+	MethodGate      = "execution.gate"
 )
 
 // Methods lists every method of this wire ABI version, in the order of the
 // protocol table (doc.go). The handshake advertises it.
 func Methods() []string {
 	return []string{MethodHandshake, MethodStart, MethodResume, MethodCancel, MethodFork,
-		MethodState, MethodEvents, MethodSubscribe}
+		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate}
 }
 
 // Handshake is the result of loom.handshake: what a client feature-detects
@@ -53,10 +62,18 @@ type Handshake struct {
 	MaxRequestBytes int64 `json:"maxRequestBytes"`
 	// MaxEventsPage is the most events one execution.events call returns.
 	MaxEventsPage int `json:"maxEventsPage"`
+	// Flows are the flows the app registered, by id, each with the JSON
+	// Schema of every gate that declares one (resumeSchemas: gate → schema)
+	// and its code fingerprints (1.1.0).
+	Flows []loom.FlowInfo `json:"flows"`
 }
 
-func currentHandshake(maxBody int64) Handshake {
+func currentHandshake(maxBody int64, flows []loom.FlowInfo) Handshake {
+	if flows == nil {
+		flows = []loom.FlowInfo{}
+	}
 	return Handshake{
+		Flows:              flows,
 		WireABIVersion:     Version,
 		KernelABIVersion:   loom.KernelABIVersion,
 		Syscalls:           append([]string{}, loom.KernelSyscalls...),
@@ -189,4 +206,103 @@ type EventsResult struct {
 type SubscribeParams struct {
 	ExecutionID string `json:"executionId"`
 	From        int64  `json:"from,omitempty"`
+}
+
+// ResolveParams are the params of execution.resolve (1.1.0): an operator's
+// verdict on an execution parked in doubt — a step with side effects whose
+// start is durable and whose outcome is not, because the process driving it
+// stopped. Done says the effect happened, with Output as the step's output
+// (absent means null); otherwise the step runs again as a new attempt.
+// StepID and Attempt must name the attempt the park is in doubt about
+// (execution.gate shows it), so a verdict never lands on another one.
+type ResolveParams struct {
+	ExecutionID string `json:"executionId"`
+	StepID      string `json:"stepId"`
+	Attempt     *int64 `json:"attempt"`
+	Done        bool   `json:"done,omitempty"`
+	// Output is the step's output when Done; refused without Done.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Wait: as StartParams.Wait.
+	Wait bool `json:"wait,omitempty"`
+}
+
+// ResolveResult is the result of execution.resolve: the verdict is durable
+// (a kernel DECISION_RECORDED beside EXECUTION_RESUMED) and the execution
+// goes on.
+type ResolveResult struct {
+	ExecutionID string          `json:"executionId"`
+	State       json.RawMessage `json:"state,omitempty"`
+}
+
+// GateParams are the params of execution.gate (1.1.0).
+type GateParams struct {
+	ExecutionID string `json:"executionId"`
+}
+
+// GateResult is the result of execution.gate: where an execution stands and,
+// when it is parked, what it is parked on and what answers it.
+type GateResult struct {
+	ExecutionID string      `json:"executionId"`
+	FlowID      string      `json:"flowId"`
+	Status      fold.Status `json:"status"`
+	// Sequence is the last event's.
+	Sequence int64 `json:"sequence"`
+	// Gate is the park; absent when the execution is not parked.
+	Gate *Gate `json:"gate,omitempty"`
+}
+
+// The kinds of park a Gate describes.
+const (
+	// GateNamed is a gate of the flow: execution.resume answers it with
+	// eventType = On and a payload its Schema (if any) accepts.
+	GateNamed = "gate"
+	// GateInDoubt is a step with side effects whose outcome is unknown:
+	// only execution.resolve, for StepID and Attempt, answers it.
+	GateInDoubt = "in-doubt"
+	// GateDiverged is a replay that diverged from its log: once the code is
+	// fixed, execution.resume with eventType = On lets it go on.
+	GateDiverged = "diverged"
+	// GateSleep is a timed wait: its timer (WakeAt) answers it.
+	GateSleep = "sleep"
+	// GateSelect waits for the first of Waits.
+	GateSelect = "select"
+	// GateKernel is another gate the kernel reserves (a name starting with
+	// "__loom_"): no caller answers it.
+	GateKernel = "kernel"
+)
+
+// Gate is the park of an execution.
+type Gate struct {
+	// On is the gate's name as recorded (a kernel name for the kinds other
+	// than GateNamed).
+	On string `json:"on"`
+	// Kind is one of GateNamed, GateInDoubt, GateDiverged, GateSleep,
+	// GateSelect, GateKernel.
+	Kind string `json:"kind"`
+	// Since is the sequence of the EXECUTION_SUSPENDED that parked it.
+	Since int64 `json:"since"`
+	// WakeAt is when its timeout (or timer) fires, epoch ms; absent: never.
+	WakeAt *int64 `json:"wakeAt,omitempty"`
+	// TimeoutMs is the timeout the flow gave, when it gave one.
+	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
+	// StepID and Attempt name the step of a human step's park, and the
+	// attempt an in-doubt park is about.
+	StepID  string `json:"stepId,omitempty"`
+	Attempt *int64 `json:"attempt,omitempty"`
+	// Schema is the JSON Schema an answer's payload must satisfy, when the
+	// flow declares one for On.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Waits are the cases of a GateSelect park, in recorded order.
+	Waits []Wait `json:"waits,omitempty"`
+}
+
+// Wait is one case of a select park: a gate (answered by execution.resume
+// with eventType = On), a message on Topic, or a timer at WakeAt.
+type Wait struct {
+	WaitID string          `json:"waitId"`
+	Kind   string          `json:"kind"`
+	On     string          `json:"on,omitempty"`
+	Topic  string          `json:"topic,omitempty"`
+	WakeAt *int64          `json:"wakeAt,omitempty"`
+	Schema json.RawMessage `json:"schema,omitempty"`
 }

@@ -30,6 +30,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(crashWriterEnv); path != "" {
+		crashWriter(path) // the child a test kills: it never returns
+	}
 	dir, err := os.MkdirTemp("", "loom-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

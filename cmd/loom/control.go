@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,14 +27,26 @@ type remote struct {
 	timeout     time.Duration
 }
 
+// flags adds --addr, --token and --timeout. The defaults of --addr and
+// --token come from $LOOM_ADDR and $LOOM_TOKEN when the command runs
+// (resolve), so help names the variables once and never shows a token.
 func (r *remote) flags(cmd *cobra.Command) {
-	addr := os.Getenv("LOOM_ADDR")
-	if addr == "" {
-		addr = defaultAddr
-	}
-	cmd.Flags().StringVar(&r.addr, "addr", addr, "the app's wire ABI: `host:port` or a URL (default $LOOM_ADDR, else "+defaultAddr+")")
-	cmd.Flags().StringVar(&r.token, "token", os.Getenv("LOOM_TOKEN"), "the bearer `token` (default $LOOM_TOKEN, which keeps it off the command line)")
+	cmd.Flags().StringVar(&r.addr, "addr", "", "the app's wire ABI: `host:port` or a URL (default $LOOM_ADDR, else "+defaultAddr+")")
+	cmd.Flags().StringVar(&r.token, "token", "", "the bearer `token` (default $LOOM_TOKEN, which keeps it off the command line)")
 	cmd.Flags().DurationVar(&r.timeout, "timeout", 2*time.Minute, "give up on the app after this `duration`")
+}
+
+// resolve fills --addr and --token from the environment when not given.
+func (r *remote) resolve() {
+	if r.addr == "" {
+		r.addr = os.Getenv("LOOM_ADDR")
+	}
+	if r.addr == "" {
+		r.addr = defaultAddr
+	}
+	if r.token == "" {
+		r.token = os.Getenv("LOOM_TOKEN")
+	}
 }
 
 // call bounds one call to the app by --timeout.
@@ -40,6 +55,7 @@ func (r *remote) call(c *cli) (context.Context, context.CancelFunc) {
 }
 
 func (r *remote) client() (*wire.Client, error) {
+	r.resolve()
 	c, err := wire.NewClient(r.addr, wire.WithToken(r.token))
 	if err != nil {
 		return nil, usagef("--addr: %v", err)
@@ -94,6 +110,13 @@ func (c *cli) handshakeCommand() *cobra.Command {
 			t.row("Syscalls", fmt.Sprint(h.Syscalls))
 			t.row("Event schema", h.EventSchemaVersion)
 			t.row("Methods", fmt.Sprint(h.Methods))
+			for _, f := range h.Flows {
+				gates := "no gate declares a schema"
+				if len(f.ResumeSchemas) > 0 {
+					gates = "gates with a schema: " + strings.Join(slices.Sorted(maps.Keys(f.ResumeSchemas)), ", ")
+				}
+				t.row("Flow", f.ID+" ("+gates+"; loom gate <id> shows one's schema)")
+			}
 			if m, ok := checkWire(h.WireABIVersion); !ok {
 				t.row("Warning", m.String()+": this loom may not understand it")
 			}
@@ -165,7 +188,7 @@ authenticator and is never recorded.`,
 		Args: c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if eventType == "" {
-				return usagef("--event is required: the gate the execution is parked on (loom state %s shows it)", a[0])
+				return usagef("--event is required: the gate the execution is parked on (loom gate %s shows it, with its schema)", a[0])
 			}
 			raw, err := jsonFlag("--payload", payload, `'{"approved": true}'`)
 			if err != nil {
@@ -235,7 +258,7 @@ func (c *cli) cancelCommand() *cobra.Command {
 func (c *cli) forkCommand() *cobra.Command {
 	var (
 		r              remote
-		at             int64
+		at             sequenceValue
 		id             string
 		simulate, wait bool
 	)
@@ -248,8 +271,8 @@ no merge. --simulate makes every drive of the fork a simulation, in which
 steps with side effects run their simulation.`,
 		Args: c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if !cmd.Flags().Changed("at") || at < 0 {
-				return usagef("--at is required: the last sequence to copy (loom logs %s lists them)", a[0])
+			if !at.set || at.n < 0 {
+				return usagef("--at is required: the last sequence to copy, 0 or more (loom logs %s lists them)", a[0])
 			}
 			cl, err := r.client()
 			if err != nil {
@@ -257,7 +280,7 @@ steps with side effects run their simulation.`,
 			}
 			ctx, cancel := r.call(c)
 			defer cancel()
-			res, err := cl.Fork(ctx, wire.ForkParams{ExecutionID: a[0], At: &at, ForkID: id, Simulate: simulate, Wait: wait})
+			res, err := cl.Fork(ctx, wire.ForkParams{ExecutionID: a[0], At: &at.n, ForkID: id, Simulate: simulate, Wait: wait})
 			if err != nil {
 				return r.reach(err)
 			}
@@ -268,12 +291,12 @@ steps with side effects run their simulation.`,
 			if simulate {
 				mode = " as a simulation"
 			}
-			fmt.Fprintf(c.stdout, "Forked %s at #%d into %s%s; the original is untouched.\n", a[0], at, res.ExecutionID, mode)
+			fmt.Fprintf(c.stdout, "Forked %s at #%d into %s%s; the original is untouched.\n", a[0], at.n, res.ExecutionID, mode)
 			return c.printSettled(res.ExecutionID, res.State, wait)
 		},
 	}
 	r.flags(cmd)
-	cmd.Flags().Int64Var(&at, "at", 0, "the last `sequence` to copy")
+	sequenceFlag(cmd, &at, "at", "the last `sequence` to copy (required)")
 	cmd.Flags().StringVar(&id, "id", "", "the fork's execution `id` (default: a fresh one)")
 	cmd.Flags().BoolVar(&simulate, "simulate", false, "drive the fork in simulate mode")
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the fork parks or ends")
@@ -306,11 +329,17 @@ func (c *cli) printSettled(id string, state json.RawMessage, waited bool) error 
 	}
 	switch st.Status {
 	case fold.StatusSuspended:
-		on := "?"
-		if st.Variables.SuspendedOn != nil {
-			on = st.Variables.SuspendedOn.On
+		park := st.Variables.SuspendedOn
+		switch {
+		case park == nil:
+			fmt.Fprintf(c.stdout, "%s is parked (#%d): loom gate %s shows on what.\n", id, st.Sequence, id)
+		case park.On == fold.GateInDoubt:
+			fmt.Fprintf(c.stdout, "%s is parked in doubt (#%d): %s. Check whether it acted, then: loom resolve %s --done OUTPUT (it did) or --rerun (it did not)\n",
+				id, st.Sequence, inDoubtAbout(park), id)
+		default:
+			fmt.Fprintf(c.stdout, "%s is parked on gate %s (#%d). Answer with: loom resume %s --event %s --payload JSON (loom gate %s shows its schema)\n",
+				id, park.On, st.Sequence, id, park.On, id)
 		}
-		fmt.Fprintf(c.stdout, "%s is parked on gate %s (#%d). Answer with: loom resume %s --event %s --payload JSON\n", id, on, st.Sequence, id, on)
 	case fold.StatusCompleted:
 		fmt.Fprintf(c.stdout, "%s completed (#%d): %s\n", id, st.Sequence, short(st.Variables.Output, 200))
 	case fold.StatusFailed:

@@ -40,14 +40,15 @@ func TestControlCommands(t *testing.T) {
 	ctl := func(args ...string) []string { return append(args, "--addr", addr, "--token", "t0ken") }
 
 	out := mustLoom(t, bin, ctl("handshake")...)
-	for _, want := range []string{"Wire ABI      1.0.0", "Kernel ABI    1.3.0", "execution.subscribe"} {
+	for _, want := range []string{"Wire ABI      1.1.0", "Kernel ABI    1.3.0", "execution.subscribe", "execution.resolve", "execution.gate",
+		"Flow          shop.order (gates with a schema: approve; loom gate <id> shows one's schema)", "Flow          shop.refund (no gate declares a schema"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("handshake: missing %q in\n%s", want, out)
 		}
 	}
 	var hs wire.Handshake
 	decodeJSON(t, mustLoom(t, bin, ctl("handshake", "--json")...), &hs)
-	if hs.WireABIVersion != wire.Version || len(hs.Syscalls) == 0 {
+	if hs.WireABIVersion != wire.Version || len(hs.Syscalls) == 0 || len(hs.Flows) != 3 || len(hs.Flows[1].ResumeSchemas) != 1 {
 		t.Fatalf("handshake --json: %+v", hs)
 	}
 
@@ -63,7 +64,7 @@ func TestControlCommands(t *testing.T) {
 		says string
 	}{
 		{ctl("start", flowOrder, "--id", "web-1"), exitRefused, "an execution with this id exists"},
-		{ctl("start", "shop.nothing"), exitNotFound, "no flow with this id is registered"},
+		{ctl("start", "shop.nothing"), exitNotFound, `no flow "shop.nothing" is registered; the app registers shop.flaky, shop.order, shop.refund`},
 		{ctl("start", flowOrder, "--input", "{item: tea}"), exitUsage, "--input is not JSON"},
 		{ctl("resume", "web-1", "--event", "ship", "--payload", `{"approved":true}`), exitRefused, "refused (gate-mismatch); nothing was recorded: the execution is parked on gate "},
 		{ctl("resume", "web-1", "--event", "EXECUTION_COMPLETED"), exitRefused, "refused (kernel-event-type)"},
@@ -133,8 +134,9 @@ func TestControlCommands(t *testing.T) {
 	}
 }
 
-// TestLogsFollow tails a log that another process appends to, until
-// interrupted (exit 0).
+// TestLogsFollow tails a log that another process appends to, and exits 0
+// by itself once the execution ends; following an execution that already
+// ended exits at once.
 func TestLogsFollow(t *testing.T) {
 	bin, fx := setup(t)
 	path := copyStore(t, fx.path)
@@ -159,7 +161,17 @@ func TestLogsFollow(t *testing.T) {
 	if want := fmt.Sprintf("#%-4d", st.Sequence); !strings.HasPrefix(last, want) {
 		t.Fatalf("the last followed line %q is not #%d", last, st.Sequence)
 	}
-	if err := bg.interrupt(t); err != nil {
-		t.Fatalf("logs --follow after Ctrl-C: %v", err)
+	select {
+	case err := <-bg.done:
+		if err != nil {
+			t.Fatalf("logs --follow after the execution ended: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("logs --follow did not exit when the execution ended")
+	}
+
+	out, errOut, code := loomRun(t, bin, "logs", "order-1", "--follow", "--store", path)
+	if code != exitOK || !strings.Contains(out, "EXECUTION_COMPLETED") || !strings.Contains(errOut, "The execution completed at #") {
+		t.Fatalf("logs --follow of an ended execution: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -17,7 +17,7 @@ import (
 func (c *cli) diffCommand() *cobra.Command {
 	var (
 		storeSpec string
-		from, to  int64
+		from, to  sequenceValue
 	)
 	cmd := &cobra.Command{
 		Use:   "diff <id> --from A [--to B]",
@@ -28,21 +28,22 @@ and changed (~) values. --to defaults to the last event. A sequence past
 the end of the log is refused (exit 4), saying where it ends.`,
 		Args: c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if !cmd.Flags().Changed("from") {
+			if !from.set {
 				return usagef("--from is required: the sequence to compare from (0 is the start)")
 			}
-			if !cmd.Flags().Changed("to") {
-				to = -1
+			end := int64(-1)
+			if to.set {
+				end = to.n
 			}
-			if from < 0 || (cmd.Flags().Changed("to") && to < 0) {
+			if from.n < 0 || (to.set && to.n < 0) {
 				return usagef("--from and --to must be 0 or more")
 			}
-			return c.withStore(storeSpec, func(s *openedStore) error { return c.diff(s, a[0], from, to) })
+			return c.withStore(storeSpec, func(s *openedStore) error { return c.diff(s, a[0], from.n, end) })
 		},
 	}
 	storeFlag(cmd, &storeSpec)
-	cmd.Flags().Int64Var(&from, "from", 0, "compare from the state after this `sequence`")
-	cmd.Flags().Int64Var(&to, "to", 0, "to the state after this `sequence` (default: the last)")
+	sequenceFlag(cmd, &from, "from", "compare from the state after this `sequence` (required)")
+	sequenceFlag(cmd, &to, "to", "to the state after this `sequence` (default: the last)")
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/middleware"
 	"github.com/loom-kernel/loom/plugins/sqlite"
 	"github.com/loom-kernel/loom/store"
 	"github.com/loom-kernel/loom/wire"
@@ -27,8 +28,13 @@ import (
 const (
 	flowOrder  = "shop.order"
 	flowRefund = "shop.refund"
+	flowFlaky  = "shop.flaky"
 	gate       = "approve"
 )
+
+// chargeHook, when set, runs inside the charge step before it charges: the
+// crashed writer's process blocks there until it is killed.
+var chargeHook func()
 
 const approveSchema = `{"type":"object","properties":{"approved":{"type":"boolean"},"note":{"type":"string"}},
 "required":["approved"],"additionalProperties":false}`
@@ -60,6 +66,9 @@ func orderFlow() *loom.Flow {
 		return true, nil
 	}, loom.ReadOnly(), loom.ErrorChannel("out-of-stock", `{"type":"object","required":["item"]}`))
 	charge := loom.NewStep("charge", func(_ context.Context, total int) (string, error) {
+		if chargeHook != nil {
+			chargeHook()
+		}
 		return "ch-" + strconv.Itoa(total), nil
 	}, loom.NonIdempotent(), loom.Simulation(func(_ context.Context, total int) (string, error) { return "simulated", nil }))
 	return loom.NewFlow(flowOrder, func(ctx *loom.Context, o order) (receipt, error) {
@@ -106,6 +115,28 @@ func refundFlow() *loom.Flow {
 	})
 }
 
+// flakyFlow reads the clock (a kernel decision, __loom_now#0) and runs a
+// step whose first attempt fails: one STEP_RETRYING, with its error and its
+// delay, before it succeeds.
+func flakyFlow() *loom.Flow {
+	calls := 0
+	var mu sync.Mutex
+	step := loom.NewStep("flaky-step", func(_ context.Context, n int) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls++; calls == 1 {
+			return 0, errors.New("the warehouse timed out")
+		}
+		return n * 2, nil
+	}, loom.WithRetry(middleware.RetryPolicy{MaxAttempts: 3,
+		Backoff: func(int64) time.Duration { return 250 * time.Millisecond },
+		Sleep:   func(ctx context.Context, _ time.Duration) error { return ctx.Err() }}))
+	return loom.NewFlow(flowFlaky, func(ctx *loom.Context, n int) (int, error) {
+		_ = loom.Now(ctx)
+		return loom.Run(ctx, step, n)
+	})
+}
+
 // approver is the resume authenticator: the wire principal when the resume
 // came over the wire, else the credentials the in-process caller passed.
 type approver struct{}
@@ -148,14 +179,21 @@ type app struct {
 	rt     *loom.Runtime
 }
 
-func openApp(path string, clock loom.Clock) (*app, error) {
+func openApp(path string, clock loom.Clock) (*app, error) { return openAppWith(path, clock, nil) }
+
+// openAppWith is openApp with a last word on the configuration.
+func openAppWith(path string, clock loom.Clock, tweak func(*loom.Config, sqlite.Stores)) (*app, error) {
 	st, err := sqlite.Storage(sqlite.StorageOptions{Path: path, Synchronous: sqlite.SyncNormal})
 	if err != nil {
 		return nil, err
 	}
-	rt, err := loom.New(loom.Config{Events: st.Events, Snapshots: st.Snapshots, Branches: st.Branches,
-		Flows: []*loom.Flow{orderFlow(), refundFlow()}, SnapshotEvery: 3, Clock: clock,
-		ResumeAuthenticator: approver{}, StickyParks: -1})
+	cfg := loom.Config{Events: st.Events, Snapshots: st.Snapshots, Branches: st.Branches,
+		Flows: []*loom.Flow{orderFlow(), refundFlow(), flakyFlow()}, SnapshotEvery: 3, Clock: clock,
+		ResumeAuthenticator: approver{}, StickyParks: -1}
+	if tweak != nil {
+		tweak(&cfg, st)
+	}
+	rt, err := loom.New(cfg)
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
@@ -236,6 +274,9 @@ func buildFixture(path string) (fixture, error) {
 			if _, err := start(id, flowRefund, 10*(i+1)); err != nil {
 				return err
 			}
+		}
+		if st, err := start("flaky-1", flowFlaky, 21); err != nil || st.Status != fold.StatusCompleted {
+			return fmt.Errorf("flaky-1: %v %v", st.Status, err)
 		}
 		for i, id := range bulkIDs {
 			if _, err := start(id, flowOrder, order{Item: "sencha", Qty: i + 1}); err != nil {

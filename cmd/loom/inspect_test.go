@@ -118,7 +118,7 @@ func TestInspectorInBrowser(t *testing.T) {
 		t.Fatalf("execution list: %q", list)
 	}
 
-	run("select order-1", chromedp.Click(`#executions li[data-id="order-1"] a`))
+	run("select order-1", clickJS(`#executions li[data-id="order-1"] a`))
 	waitJS(t, ctx, "the latest state of order-1", shows("order-1", int64(last))+` && document.querySelector('#state-status').textContent === 'completed'`, 20*time.Second)
 	if n := countJS(t, ctx, `#timeline li`); n != len(log) {
 		t.Fatalf("the timeline shows %d events, the log holds %d", n, len(log))
@@ -161,7 +161,7 @@ func TestInspectorInBrowser(t *testing.T) {
 	}
 
 	// The fork: its lineage, its marker, and the other answer.
-	run("open the fork", chromedp.Click(`#executions li[data-id="order-1-what-if"] a`))
+	run("open the fork", clickJS(`#executions li[data-id="order-1-what-if"] a`))
 	forkLog := readLog(t, path, "order-1-what-if")
 	waitJS(t, ctx, "the fork's latest state", shows("order-1-what-if", int64(len(forkLog)-1))+
 		` && document.querySelector('#exec-header').dataset.execution === 'order-1-what-if'`, 20*time.Second)
@@ -178,9 +178,17 @@ func TestInspectorInBrowser(t *testing.T) {
 		t.Fatalf("%d fork markers in the fork's timeline", n)
 	}
 
+	// A retry: the row says which attempt runs next, after what delay, and
+	// why the last one failed.
+	run("open the flaky order", clickJS(`#executions li[data-id="flaky-1"] a`))
+	waitJS(t, ctx, "the retry row", `document.querySelector('#timeline li[data-type="STEP_RETRYING"]') !== null`, 20*time.Second)
+	if row := text(t, ctx, `#timeline li[data-type="STEP_RETRYING"] .detail`); row != `flaky-step: attempt 2 in 250ms, after: "the warehouse timed out"` {
+		t.Fatalf("the retry row: %q", row)
+	}
+
 	// Live: order-2 is parked; another process answers it while the page
 	// watches, and the page follows the log to the end.
-	run("open order-2", chromedp.Click(`#executions li[data-id="order-2"] a`))
+	run("open order-2", clickJS(`#executions li[data-id="order-2"] a`))
 	parked := readLog(t, path, "order-2")
 	waitJS(t, ctx, "order-2 parked", shows("order-2", int64(len(parked)-1))+` && document.querySelector('#live').classList.contains('on')`, 20*time.Second)
 	before := countJS(t, ctx, `#timeline li`)
@@ -210,7 +218,7 @@ func TestInspectorInBrowser(t *testing.T) {
 	waitJS(t, ctx, "the list follows", `document.querySelector('#executions li[data-id="order-2"] .status').textContent === 'completed'`, 10*time.Second)
 
 	// Back on order-1, just after the gate's answer, for the picture.
-	run("order-1 again", chromedp.Click(`#executions li[data-id="order-1"] a`))
+	run("order-1 again", clickJS(`#executions li[data-id="order-1"] a`))
 	waitJS(t, ctx, "order-1 again", shows("order-1", int64(last)), 20*time.Second)
 	var keysBack []chromedp.Action[chromedp.Void]
 	keysBack = append(keysBack, chromedp.Focus("#seq"))
@@ -224,6 +232,13 @@ func TestInspectorInBrowser(t *testing.T) {
 	if err := srv.interrupt(t); err != nil {
 		t.Fatalf("loom inspect after Ctrl-C: %v", err)
 	}
+}
+
+// clickJS clicks the element sel finds from inside the page, in one step:
+// the list re-renders as the log grows, and a click through DevTools can
+// hold a node the page has just replaced.
+func clickJS(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).click()`, sel))
 }
 
 func countJS(t *testing.T, ctx context.Context, sel string) int {

@@ -6,87 +6,147 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
 )
 
 func (c *cli) logsCommand() *cobra.Command {
 	var (
-		storeSpec string
-		from      int64
-		follow    bool
+		storeSpec        string
+		from             sequenceValue
+		follow, internal bool
 	)
 	cmd := &cobra.Command{
 		Use:   "logs <id>",
-		Short: "Print an execution's log, one line per event; --follow tails it",
+		Short: "Print an execution's log, one line per event; --follow tails it until it ends",
 		Long: `logs prints the events of an execution from --from on, one line each:
-sequence, timestamp (UTC), event type and what it recorded. --json prints one
-envelope per line instead, as stored. --follow keeps printing events as the
-log grows, whichever process appends them, until interrupted (Ctrl-C), which
-exits 0.`,
+sequence, timestamp (UTC), event type and what it recorded (a retry shows the
+error and the delay before the next attempt). The kernel's own decisions
+(__loom_now#n, __loom_random#n, __loom_select#n…: the recorded clock
+readings, random numbers and select choices that make replays exact) are
+left out unless --internal is given; an operator's in-doubt verdict is always
+shown. --json prints one envelope per line instead, every event as stored.
+
+--follow keeps printing events as the log grows, whichever process appends
+them, and exits 0 when the execution ends (completed, failed, cancelled or
+continued as a new execution) or when interrupted (Ctrl-C).`,
 		Args: c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if from < 0 {
+			if from.n < 0 {
 				return usagef("--from must be 0 or more")
 			}
-			return c.withStore(storeSpec, func(s *openedStore) error { return c.logs(s, a[0], from, follow) })
+			return c.withStore(storeSpec, func(s *openedStore) error { return c.logs(s, a[0], from.n, follow, internal) })
 		},
 	}
 	storeFlag(cmd, &storeSpec)
-	cmd.Flags().Int64Var(&from, "from", 0, "start at this `sequence`")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing events as they are appended, until interrupted")
+	sequenceFlag(cmd, &from, "from", "start at this `sequence` (default 0, the first event)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing events as they are appended, until the execution ends or Ctrl-C")
+	cmd.Flags().BoolVar(&internal, "internal", false, "also print the kernel's own decisions (__loom_now#n, __loom_random#n…)")
 	return cmd
 }
 
-func (c *cli) logs(s *openedStore, id string, from int64, follow bool) error {
+// logPrinter prints events and keeps the state they fold to, so a follower
+// knows when the execution has ended.
+type logPrinter struct {
+	c        *cli
+	internal bool
+	hidden   int
+	folder   *fold.Folder
+}
+
+func (c *cli) logs(s *openedStore, id string, from int64, follow, internal bool) error {
 	if err := event.ValidateID("execution id", id); err != nil {
 		return usagef("%v", err)
 	}
-	evs, err := s.Events.ReadFrom(c.ctx, id, from)
+	// The state before from (the nearest snapshot and a short tail), so a
+	// follower knows when the execution ends.
+	latest, err := s.StateAt(c.ctx, id, -1)
 	if err != nil {
-		return err
+		return c.explain(s, id, err)
 	}
-	if len(evs) == 0 {
-		if _, err := s.StateAt(c.ctx, id, 0); err != nil {
-			return notFoundf("no execution %q in %s: list them with loom ls --store %s", id, s.name, s.name)
+	base := latest
+	var evs []event.Envelope
+	if from <= latest.Sequence {
+		base = fold.Initial()
+		if from > 0 {
+			if base, err = s.StateAt(c.ctx, id, from-1); err != nil {
+				return c.explain(s, id, err)
+			}
 		}
-		if !follow {
-			fmt.Fprintf(c.stderr, "No events from #%d on.\n", from)
-			return nil
-		}
-	}
-	for _, e := range evs {
-		if err := c.printEvent(e); err != nil {
+		if evs, err = s.Events.ReadFrom(c.ctx, id, from); err != nil {
 			return err
 		}
-		from = e.Sequence + 1
+	} else if !follow {
+		fmt.Fprintf(c.stderr, "No events from #%d on.\n", from)
 	}
-	if !follow {
+	p := &logPrinter{c: c, internal: internal, folder: fold.NewFolder(base)}
+	next := base.Sequence + 1
+	for _, e := range evs {
+		if err := p.print(e); err != nil {
+			return err
+		}
+		next = e.Sequence + 1
+	}
+	defer p.note()
+	if !follow || p.ended() {
 		return nil
 	}
-	sub, err := s.Source.Follow(c.ctx, id, from)
+	sub, err := s.Source.Follow(c.ctx, id, next)
 	if err != nil {
 		return err
 	}
 	defer sub.Close()
 	for e := range sub.Events() {
-		if err := c.printEvent(e); err != nil {
+		if e.Sequence < from {
+			p.folder.Apply(e)
+			continue
+		}
+		if err := p.print(e); err != nil {
 			return err
 		}
+		if p.ended() {
+			return nil
+		}
 	}
-	if err := sub.Err(); err != nil {
-		return err
-	}
-	return nil // interrupted: a normal end of --follow
+	return sub.Err() // nil when interrupted: a normal end of --follow
 }
 
-func (c *cli) printEvent(e event.Envelope) error {
-	if c.json {
+// print folds e and prints it.
+func (p *logPrinter) print(e event.Envelope) error {
+	p.folder.Apply(e)
+	if p.c.json {
 		b, err := event.Encode(e)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(c.stdout, "%s\n", b)
+		_, err = fmt.Fprintf(p.c.stdout, "%s\n", b)
 		return err
 	}
-	_, err := fmt.Fprintf(c.stdout, "#%-4d %s  %-20s %s%s\n", e.Sequence, stamp(e.Timestamp), e.Type, describe(e), marks(e))
+	if !p.internal && kernelDecision(e) {
+		p.hidden++
+		return nil
+	}
+	_, err := fmt.Fprintf(p.c.stdout, "#%-4d %s  %-20s %s%s\n", e.Sequence, stamp(e.Timestamp), e.Type, describe(e), marks(e))
 	return err
+}
+
+// ended reports whether the events so far end the execution, and then says
+// how on stderr.
+func (p *logPrinter) ended() bool {
+	st := p.folder.State()
+	if !st.Status.Terminal() {
+		return false
+	}
+	if st.Status == fold.StatusContinued && st.Variables.ContinuedTo != "" {
+		fmt.Fprintf(p.c.stderr, "The execution continued as %s: follow it with loom logs %s --follow\n", st.Variables.ContinuedTo, st.Variables.ContinuedTo)
+	} else {
+		fmt.Fprintf(p.c.stderr, "The execution %s at #%d.\n", st.Status, st.Sequence)
+	}
+	return true
+}
+
+// note says how many kernel decisions were left out.
+func (p *logPrinter) note() {
+	if p.hidden > 0 {
+		fmt.Fprintf(p.c.stderr, "(%d kernel decision(s) not shown: --internal prints them)\n", p.hidden)
+	}
 }

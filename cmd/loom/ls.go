@@ -1,27 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/inspect"
+	"github.com/loom-kernel/loom/store"
 )
-
-// lsRow is one execution of loom ls.
-type lsRow struct {
-	ExecutionID string          `json:"executionId"`
-	WorkflowID  string          `json:"workflowId"`
-	Status      fold.Status     `json:"status"`
-	Events      int64           `json:"events"`
-	UpdatedAt   int64           `json:"updatedAt"`
-	SuspendedOn string          `json:"suspendedOn,omitempty"`
-	ForkOf      *forkLink       `json:"forkOf,omitempty"`
-	ForkChain   json.RawMessage `json:"-"`
-}
 
 // forkLink is one entry of _forkChain.
 type forkLink struct {
@@ -42,17 +34,50 @@ func lastFork(chain json.RawMessage) *forkLink {
 var statuses = []fold.Status{fold.StatusPending, fold.StatusRunning, fold.StatusSuspended, fold.StatusCompleted,
 	fold.StatusFailed, fold.StatusCancelled, fold.StatusContinued}
 
+// The orders of loom ls --sort.
+const (
+	sortByID      = "id"
+	sortByUpdated = "updated"
+	sortByStatus  = "status"
+)
+
+// statusOrder is --sort status's order: what needs attention first
+// (running, pending, parked, failed), then what ended well.
+var statusOrder = []fold.Status{fold.StatusRunning, fold.StatusPending, fold.StatusSuspended, fold.StatusFailed,
+	fold.StatusCancelled, fold.StatusCompleted, fold.StatusContinued}
+
+// lsPage is what ls prints with --json: the inspector's listing shape
+// (/api/executions), so both name the same things the same way — length
+// for the number of events, forkChain for the lineage.
+type lsPage struct {
+	Executions []inspect.Listing `json:"executions"`
+	// Next is the --after of the next page (id order only).
+	Next string `json:"next,omitempty"`
+	// More counts the matching executions past --limit in another order.
+	More int `json:"more,omitempty"`
+}
+
 func (c *cli) lsCommand() *cobra.Command {
 	var (
-		storeSpec, after, status, flow string
-		limit                          int
+		storeSpec, after, status, flow, sortBy string
+		limit                                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List executions with their folded status, a page at a time",
-		Long: `ls lists the executions of a store in id order, with the status folded from
-each one's latest snapshot and log tail. --status and --flow filter; --limit
-and --after page (the last line names the --after of the next page).`,
+		Long: `ls lists the executions of a store with the status folded from each one's
+latest snapshot and log tail. --status and --flow filter; --limit and --after
+page (the last line names the --after of the next page).
+
+--sort orders the list: id (the default; pages with --after), updated (the
+most recently updated first) or status (running, pending, suspended, failed,
+cancelled, completed, continued; then by id). Sorting by updated or status
+reads every execution of the store and shows the first --limit.
+
+--json prints {executions: [{executionId, workflowId, length, status,
+sequence, updatedAt, suspendedOn?, forkChain?}], next?, more?}: length is
+the number of events, forkChain the fork lineage (as the state's _forkChain),
+the same names as the inspector's API.`,
 		Args: c.args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
@@ -61,7 +86,18 @@ and --after page (the last line names the --after of the next page).`,
 			if status != "" && !slices.Contains(statuses, fold.Status(status)) {
 				return usagef("--status %q is not a status; use one of %v", status, statuses)
 			}
-			return c.withStore(storeSpec, func(s *openedStore) error { return c.ls(s, after, limit, fold.Status(status), flow) })
+			switch sortBy {
+			case sortByID:
+			case sortByUpdated, sortByStatus:
+				if after != "" {
+					return usagef("--after pages in id order only: drop it, or use --sort id")
+				}
+			default:
+				return usagef("--sort is id, updated or status, not %q", sortBy)
+			}
+			return c.withStore(storeSpec, func(s *openedStore) error {
+				return c.ls(s, lsQuery{after: after, limit: limit, status: fold.Status(status), flow: flow, sort: sortBy})
+			})
 		},
 	}
 	storeFlag(cmd, &storeSpec)
@@ -69,89 +105,126 @@ and --after page (the last line names the --after of the next page).`,
 	cmd.Flags().StringVar(&after, "after", "", "start after this execution `id` (the cursor a previous page printed)")
 	cmd.Flags().StringVar(&status, "status", "", "only executions with this `status` (suspended, completed…)")
 	cmd.Flags().StringVar(&flow, "flow", "", "only executions of this flow `id`")
+	cmd.Flags().StringVar(&sortBy, "sort", sortByID, "order by `key`: id, updated (newest first) or status")
 	return cmd
 }
 
-// ls scans the store page by page until limit executions match, folding
-// each candidate's state only when a status filter needs it or to show it.
-func (c *cli) ls(s *openedStore, after string, limit int, status fold.Status, flow string) error {
+// lsQuery is what ls was asked for.
+type lsQuery struct {
+	after, flow, sort string
+	limit             int
+	status            fold.Status
+}
+
+// ls scans the store page by page — until limit executions match in id
+// order, to the end in another — folding each candidate's state.
+func (c *cli) ls(s *openedStore, q lsQuery) error {
 	prog := c.newProgress()
 	defer prog.done()
-	var rows []lsRow
-	next, scanned := "", 0
+	var page lsPage
+	scanned := 0
+	byID := q.sort == sortByID
 scan:
-	for cursor := after; ; {
-		page, err := s.Events.ListExecutions(c.ctx, cursor, max(limit, 200))
+	for cursor := q.after; ; {
+		infos, err := s.Events.ListExecutions(c.ctx, cursor, max(q.limit, 200))
 		if err != nil {
 			return err
 		}
-		for i, info := range page.Executions {
+		for i, info := range infos.Executions {
 			scanned++
-			prog.update("ls: %d executions scanned, %d listed", scanned, len(rows))
-			if flow != "" && info.WorkflowID != flow {
-				continue
-			}
-			st, err := s.StateAt(c.ctx, info.ExecutionID, -1)
+			prog.update("ls: %d executions scanned, %d listed", scanned, len(page.Executions))
+			row, ok, err := c.listing(s, info, q)
 			if err != nil {
-				return fmt.Errorf("folding %s: %w", info.ExecutionID, err)
+				return err
 			}
-			if status != "" && st.Status != status {
+			if !ok {
 				continue
 			}
-			row := lsRow{ExecutionID: info.ExecutionID, WorkflowID: info.WorkflowID, Status: st.Status,
-				Events: st.Sequence + 1, UpdatedAt: st.UpdatedAt, ForkOf: lastFork(st.Variables.ForkChain)}
-			if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
-				row.SuspendedOn = st.Variables.SuspendedOn.On
-			}
-			rows = append(rows, row)
-			if len(rows) == limit {
-				if i < len(page.Executions)-1 || page.Next != "" {
-					next = info.ExecutionID
+			page.Executions = append(page.Executions, row)
+			if byID && len(page.Executions) == q.limit {
+				if i < len(infos.Executions)-1 || infos.Next != "" {
+					page.Next = info.ExecutionID
 				}
 				break scan
 			}
 		}
-		if page.Next == "" {
+		if infos.Next == "" {
 			break
 		}
-		cursor = page.Next
+		cursor = infos.Next
 	}
 	prog.done()
-	if c.json {
-		if rows == nil {
-			rows = []lsRow{}
+	if !byID {
+		sortListings(page.Executions, q.sort)
+		if n := len(page.Executions) - q.limit; n > 0 {
+			page.Executions, page.More = page.Executions[:q.limit], n
 		}
-		return c.printJSON(struct {
-			Executions []lsRow `json:"executions"`
-			Next       string  `json:"next,omitempty"`
-		}{rows, next})
 	}
-	if len(rows) == 0 {
+	if c.json {
+		if page.Executions == nil {
+			page.Executions = []inspect.Listing{}
+		}
+		return c.printJSON(page)
+	}
+	return c.printListings(page)
+}
+
+// listing folds one execution and says whether it passes the filters.
+func (c *cli) listing(s *openedStore, info store.ExecutionInfo, q lsQuery) (inspect.Listing, bool, error) {
+	if q.flow != "" && info.WorkflowID != q.flow {
+		return inspect.Listing{}, false, nil
+	}
+	st, err := s.StateAt(c.ctx, info.ExecutionID, -1)
+	if err != nil {
+		return inspect.Listing{}, false, fmt.Errorf("folding %s: %w", info.ExecutionID, err)
+	}
+	if q.status != "" && st.Status != q.status {
+		return inspect.Listing{}, false, nil
+	}
+	return inspect.ListingOf(info, st), true, nil
+}
+
+// sortListings orders rows by updated time (newest first) or by status.
+func sortListings(rows []inspect.Listing, by string) {
+	slices.SortStableFunc(rows, func(a, b inspect.Listing) int {
+		if by == sortByUpdated {
+			return cmp.Or(cmp.Compare(b.UpdatedAt, a.UpdatedAt), strings.Compare(a.ExecutionID, b.ExecutionID))
+		}
+		return cmp.Or(cmp.Compare(slices.Index(statusOrder, a.Status), slices.Index(statusOrder, b.Status)),
+			strings.Compare(a.ExecutionID, b.ExecutionID))
+	})
+}
+
+func (c *cli) printListings(page lsPage) error {
+	if len(page.Executions) == 0 {
 		fmt.Fprintln(c.stdout, "No executions match.")
 		return nil
 	}
 	t := newTable(c.stdout, "EXECUTION", "FLOW", "STATUS", "EVENTS", "UPDATED", "NOTE")
-	for _, r := range rows {
+	for _, r := range page.Executions {
 		note := ""
 		if r.SuspendedOn != "" {
 			note = "parked on " + r.SuspendedOn
 		}
-		if r.ForkOf != nil {
+		if link := lastFork(r.ForkChain); link != nil {
 			if note != "" {
 				note += "; "
 			}
-			note += fmt.Sprintf("fork of %s at #%d", r.ForkOf.ExecutionID, r.ForkOf.Sequence)
-			if r.ForkOf.Simulate {
+			note += fmt.Sprintf("fork of %s at #%d", link.ExecutionID, link.Sequence)
+			if link.Simulate {
 				note += " (simulation)"
 			}
 		}
-		t.row(r.ExecutionID, r.WorkflowID, string(r.Status), strconv.FormatInt(r.Events, 10), stamp(r.UpdatedAt), note)
+		t.row(r.ExecutionID, r.WorkflowID, string(r.Status), strconv.FormatInt(r.Length, 10), stamp(r.UpdatedAt), note)
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if next != "" {
-		fmt.Fprintf(c.stdout, "More: loom ls --after %s (with the same --store and filters)\n", next)
+	switch {
+	case page.Next != "":
+		fmt.Fprintf(c.stdout, "More: loom ls --after %s (with the same --store and filters)\n", page.Next)
+	case page.More > 0:
+		fmt.Fprintf(c.stdout, "%d more match: raise --limit to see them\n", page.More)
 	}
 	return nil
 }

@@ -101,12 +101,16 @@ func describe(e event.Envelope) string {
 		At         *int64          `json:"at"`
 		Input      json.RawMessage `json:"input"`
 		Reason     string          `json:"reason"`
+		Attempt    *int64          `json:"attempt"`
+		DelayMs    *int64          `json:"delayMs"`
 	}
 	if json.Unmarshal(e.Payload, &p) != nil {
 		return short(e.Payload, 100)
 	}
 	switch e.Type {
-	case event.StepStarted, event.StepRetrying, event.StepCancelled:
+	case event.StepRetrying:
+		return describeRetry(p.StepID, p.Attempt, p.DelayMs, p.Error)
+	case event.StepStarted, event.StepCancelled:
 		return p.StepID
 	case event.StepCompleted:
 		return p.StepID + " → " + short(p.Output, 80)
@@ -116,6 +120,9 @@ func describe(e event.Envelope) string {
 		}
 		return p.StepID + " failed: " + short(p.Error, 60)
 	case event.DecisionRecorded:
+		if step, attempt, ok := verdictOf(p.DecisionID); ok {
+			return "operator's verdict on " + step + " attempt " + attempt + ": " + short(p.Choice, 80)
+		}
 		return p.DecisionID + " = " + short(p.Choice, 80)
 	case event.ExecutionSuspended:
 		return "parked on " + p.On
@@ -137,6 +144,76 @@ func describe(e event.Envelope) string {
 		}
 	}
 	return short(e.Payload, 100)
+}
+
+// describeRetry says what a STEP_RETRYING recorded: the attempt about to
+// run, after what delay, and the error of the one that failed.
+func describeRetry(step string, attempt, delayMs *int64, errJSON json.RawMessage) string {
+	s := step + ":"
+	if attempt != nil {
+		s += fmt.Sprintf(" attempt %d", *attempt)
+	} else {
+		s += " another attempt"
+	}
+	if delayMs != nil {
+		s += " in " + (time.Duration(*delayMs) * time.Millisecond).String()
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	msg := short(errJSON, 80)
+	if json.Unmarshal(errJSON, &e) == nil && e.Message != "" {
+		msg = short(mustJSONString(e.Message), 80)
+	}
+	if msg != "" {
+		s += ", after: " + msg
+	}
+	return s
+}
+
+// mustJSONString renders s as a JSON string (so control characters in an
+// error stay on one line).
+func mustJSONString(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always encodes
+	return b
+}
+
+// The kernel's reserved decision ids: its own implicit decisions
+// (__loom_now#n, __loom_random#n, __loom_select#n…) and an operator's
+// in-doubt verdict (__loom_verdict:<step>#<attempt>), which is shown.
+const (
+	reservedPrefix = "__loom_"
+	verdictPrefix  = "__loom_verdict:"
+)
+
+// kernelDecision reports an event that records one of the kernel's own
+// decisions — noise to a reader, left out of logs and state unless
+// --internal. An operator's verdict is not one of them.
+func kernelDecision(e event.Envelope) bool {
+	if e.Type != event.DecisionRecorded {
+		return false
+	}
+	var p struct {
+		DecisionID string `json:"decisionId"`
+	}
+	return json.Unmarshal(e.Payload, &p) == nil && internalDecisionID(p.DecisionID)
+}
+
+func internalDecisionID(id string) bool {
+	return strings.HasPrefix(id, reservedPrefix) && !strings.HasPrefix(id, verdictPrefix)
+}
+
+// verdictOf splits an in-doubt verdict's decision id into step and attempt.
+func verdictOf(id string) (step, attempt string, ok bool) {
+	rest, ok := strings.CutPrefix(id, verdictPrefix)
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, '#')
+	if i < 0 {
+		return rest, "?", true
+	}
+	return rest[:i], rest[i+1:], true
 }
 
 // marks lists an event's metadata flags, e.g. " [kernel, simulate]".

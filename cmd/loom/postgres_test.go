@@ -94,4 +94,81 @@ func TestReadCommandsOnPostgreSQL(t *testing.T) {
 	if out := mustLoom(t, bin, "replay-check", "pg-2", "--store", store); !strings.Contains(out, "matches byte for byte") {
 		t.Fatalf("replay-check:\n%s", out)
 	}
+
+	// Nothing is written, on the current schema or on an older one: not a
+	// row, not a migration.
+	pgReadOnlyCommands(t, bin, dsn, schema, store)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	q := pgx.Identifier{schema}.Sanitize()
+	for _, stmt := range []string{`DELETE FROM ` + q + `.schema_migrations WHERE version > 2`,
+		`DROP TABLE ` + q + `.refs`, `DROP TABLE IF EXISTS ` + q + `.unfinished`} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	pgReadOnlyCommands(t, bin, dsn, schema, store)
+}
+
+// pgReadOnlyCommands runs the read-only commands on a PostgreSQL store and
+// checks that every table of its schema holds exactly what it held.
+func pgReadOnlyCommands(t *testing.T, bin, dsn, schema, store string) {
+	t.Helper()
+	before := pgDigest(t, dsn, schema)
+	for _, args := range [][]string{
+		{"ls", "--json", "--sort", "updated"},
+		{"state", "pg-0"},
+		{"logs", "pg-1", "--internal"},
+		{"diff", "pg-1", "--from", "0"},
+		{"replay-check", "pg-0"},
+		{"gate", "pg-2"},
+	} {
+		mustLoom(t, bin, append(args, "--store", store)...)
+	}
+	if out := mustLoom(t, bin, "gate", "pg-2", "--store", store); !strings.Contains(out, "Gate       approve, since #") {
+		t.Fatalf("gate --store on PostgreSQL:\n%s", out)
+	}
+	if after := pgDigest(t, dsn, schema); after != before {
+		t.Fatalf("the read-only commands changed the schema:\n%s\n%s", before, after)
+	}
+}
+
+// pgDigest summarizes every table of schema: its name and an MD5 of its
+// rows.
+func pgDigest(t *testing.T, dsn, schema string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, table := range tables {
+		q := pgx.Identifier{schema, table}.Sanitize()
+		var sum *string
+		if err := conn.QueryRow(ctx, `SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) FROM `+q+` t`).Scan(&sum); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s=%v ", table, ptrString(sum))
+	}
+	return b.String()
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "empty"
+	}
+	return *s
 }

@@ -45,7 +45,7 @@ type snapshotCheck struct {
 // replayReport is what replay-check prints with --json.
 type replayReport struct {
 	ExecutionID string          `json:"executionId"`
-	Events      int             `json:"events"`
+	Length      int             `json:"length"` // the events re-folded: the log's length
 	FinalDigest string          `json:"finalStateSha256"`
 	Snapshots   []snapshotCheck `json:"snapshots"`
 	OK          bool            `json:"ok"`
@@ -59,7 +59,7 @@ func (c *cli) replayCheck(s *openedStore, id string) error {
 	if len(log) == 0 {
 		return c.explain(s, id, fmt.Errorf("%w: %q", loom.ErrExecutionNotFound, id))
 	}
-	rep := replayReport{ExecutionID: id, Events: len(log), Snapshots: []snapshotCheck{}, OK: true}
+	rep := replayReport{ExecutionID: id, Length: len(log), Snapshots: []snapshotCheck{}, OK: true}
 	for i, e := range log {
 		if e.Sequence != int64(i) {
 			return checkFailedf("the log of %s is not contiguous: event %d has sequence #%d", id, i, e.Sequence)
@@ -169,7 +169,7 @@ func (c *cli) checkSnapshot(s *openedStore, id string, seq int64, log []event.En
 }
 
 func (c *cli) printReplay(rep replayReport) {
-	fmt.Fprintf(c.stdout, "replay-check %s: %d events re-folded from scratch\n", rep.ExecutionID, rep.Events)
+	fmt.Fprintf(c.stdout, "replay-check %s: %d events re-folded from scratch\n", rep.ExecutionID, rep.Length)
 	for _, ch := range rep.Snapshots {
 		if ch.OK {
 			fmt.Fprintf(c.stdout, "  ✓ snapshot #%d matches byte for byte\n", ch.Sequence)

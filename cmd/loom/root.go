@@ -31,13 +31,15 @@ func (c *cli) rootCommand() *cobra.Command {
 postgres://user@host/db?loom_schema=loom) without writing to it, and talks to
 a running app through its wire ABI (--addr, --token).
 
+With --json every command prints JSON on stdout, errors included: an object
+{code, message, data?, exitStatus} whose code is the app's JSON-RPC error
+code when the app refused, else the exit status.
+
 Exit status: 0 success, 1 failure, 2 usage, 3 check failed (replay-check,
 compat), 4 not found, 5 refused or denied, 6 unsupported.`,
+		Version:       loomVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		CompletionOptions: cobra.CompletionOptions{
-			DisableDefaultCmd: true,
-		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			c.command = cmd.Name()
 			switch c.progress {
@@ -49,7 +51,8 @@ compat), 4 not found, 5 refused or denied, 6 unsupported.`,
 			return nil
 		},
 	}
-	root.PersistentFlags().BoolVar(&c.json, "json", false, "print JSON for machines instead of text for people")
+	root.SetVersionTemplate(versionText() + "\n")
+	root.PersistentFlags().BoolVar(&c.json, "json", false, "print JSON for machines instead of text for people (errors too, on stdout)")
 	root.PersistentFlags().StringVar(&c.progress, "progress", "auto", "progress on stderr: auto (only on a terminal), always or never")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		c.command = cmd.Name()
@@ -63,12 +66,12 @@ compat), 4 not found, 5 refused or denied, 6 unsupported.`,
 		cmd.GroupID = "read"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{c.handshakeCommand(), c.startCommand(), c.resumeCommand(),
-		c.cancelCommand(), c.forkCommand()} {
+	for _, cmd := range []*cobra.Command{c.handshakeCommand(), c.startCommand(), c.resumeCommand(), c.gateCommand(),
+		c.resolveCommand(), c.cancelCommand(), c.forkCommand()} {
 		cmd.GroupID = "control"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{c.manifestCommand(), c.compatCommand()} {
+	for _, cmd := range []*cobra.Command{c.manifestCommand(), c.compatCommand(), c.versionCommand()} {
 		cmd.GroupID = "kernel"
 		root.AddCommand(cmd)
 	}
@@ -94,9 +97,18 @@ func (c *cli) args(names ...string) cobra.PositionalArgs {
 	}
 }
 
-// storeFlag adds --store, defaulting to $LOOM_STORE.
+// storeFlag adds --store. Its default, $LOOM_STORE, is read when the
+// command runs (storeSpec), so help shows the variable, never its value.
 func storeFlag(cmd *cobra.Command, into *string) {
-	cmd.Flags().StringVar(into, "store", os.Getenv("LOOM_STORE"), "the store: a SQLite `file`, or a PostgreSQL DSN (default $LOOM_STORE)")
+	cmd.Flags().StringVar(into, "store", "", "the store: a SQLite `file`, or a PostgreSQL DSN (default $LOOM_STORE)")
+}
+
+// storeSpec is --store, or $LOOM_STORE without it.
+func storeSpec(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv("LOOM_STORE")
 }
 
 // printJSON writes v as indented JSON with a final newline.

@@ -18,7 +18,8 @@ import (
 func (c *cli) stateCommand() *cobra.Command {
 	var (
 		storeSpec string
-		at        int64
+		at        sequenceValue
+		internal  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "state <id>",
@@ -29,23 +30,27 @@ An --at past the end of the log is refused (exit 4), saying where it ends;
 a negative one is a usage error.
 --json prints the canonical JSON (fold.Encode), byte-identical on every
 conforming kernel; otherwise a summary: status, input and output, the gate it
-is parked on, its lineage, steps, decisions and approvals.`,
+is parked on, its lineage, steps, decisions and approvals. The kernel's own
+decisions (__loom_now#n, __loom_random#n…) are left out of the summary
+unless --internal is given; --json always holds them.`,
 		Args: c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if !cmd.Flags().Changed("at") {
-				at = -1
-			} else if at < 0 {
-				return usagef("--at must be 0 or more")
+			n := int64(-1)
+			if at.set {
+				if n = at.n; n < 0 {
+					return usagef("--at must be 0 or more")
+				}
 			}
-			return c.withStore(storeSpec, func(s *openedStore) error { return c.state(s, a[0], at) })
+			return c.withStore(storeSpec, func(s *openedStore) error { return c.state(s, a[0], n, internal) })
 		},
 	}
 	storeFlag(cmd, &storeSpec)
-	cmd.Flags().Int64Var(&at, "at", 0, "the state after the event at this `sequence` (default: the last)")
+	sequenceFlag(cmd, &at, "at", "the state after the event at this `sequence` (default: the last)")
+	cmd.Flags().BoolVar(&internal, "internal", false, "also list the kernel's own decisions (__loom_now#n, __loom_random#n…)")
 	return cmd
 }
 
-func (c *cli) state(s *openedStore, id string, at int64) error {
+func (c *cli) state(s *openedStore, id string, at int64, internal bool) error {
 	st, err := c.stateAt(s, id, at)
 	if err != nil {
 		return err
@@ -58,7 +63,7 @@ func (c *cli) state(s *openedStore, id string, at int64) error {
 		_, err = fmt.Fprintf(c.stdout, "%s\n", b)
 		return err
 	}
-	return c.summarize(s, id, st)
+	return c.summarize(s, id, st, internal)
 }
 
 // stateAt is Source.StateAt with messages that say what to do. A negative
@@ -80,7 +85,7 @@ func (c *cli) stateAt(s *openedStore, id string, at int64) (fold.State, error) {
 }
 
 // summarize prints a readable account of a state.
-func (c *cli) summarize(s *openedStore, id string, st fold.State) error {
+func (c *cli) summarize(s *openedStore, id string, st fold.State, internal bool) error {
 	v := st.Variables
 	flow := ""
 	if head, err := s.Events.ReadFrom(c.ctx, id, 0); err == nil && len(head) > 0 {
@@ -102,6 +107,10 @@ func (c *cli) summarize(s *openedStore, id string, st fold.State) error {
 	}
 	if st.Status == fold.StatusSuspended && v.SuspendedOn != nil {
 		park := fmt.Sprintf("%s (since #%d)", v.SuspendedOn.On, v.SuspendedOn.Seq)
+		if v.SuspendedOn.On == fold.GateInDoubt {
+			park = fmt.Sprintf("in doubt (since #%d): %s; resolve it with loom resolve %s --done OUTPUT or --rerun",
+				v.SuspendedOn.Seq, inDoubtAbout(v.SuspendedOn), id)
+		}
 		if v.SuspendedOn.WakeAt != nil {
 			park += ", times out " + stamp(*v.SuspendedOn.WakeAt)
 		}
@@ -117,13 +126,21 @@ func (c *cli) summarize(s *openedStore, id string, st fold.State) error {
 	for _, a := range v.Approvals {
 		t.row("Approval", fmt.Sprintf("%s by %s (#%d)", a.Gate, short(a.Principal, 60), a.Seq))
 	}
+	hidden := 0
 	for _, id := range sortedBySeq(v.Decisions, func(d fold.Decision) int64 { return ptrOr(d.Seq, -1) }) {
 		d := v.Decisions[id]
+		if !internal && internalDecisionID(id) {
+			hidden++
+			continue
+		}
 		seq := ""
 		if d.Seq != nil {
 			seq = fmt.Sprintf(" (#%d)", *d.Seq)
 		}
 		t.row("Decision", id+" = "+short(d.Choice, 80)+seq)
+	}
+	if hidden > 0 {
+		t.row("Decisions", fmt.Sprintf("and %d of the kernel's own (--internal lists them)", hidden))
 	}
 	if err := t.flush(); err != nil {
 		return err

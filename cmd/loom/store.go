@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
+	"io/fs"
 	"strings"
-
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, for the read-only schema probe
 
 	"github.com/loom-kernel/loom/inspect"
 	"github.com/loom-kernel/loom/plugins/sqlite"
@@ -23,45 +18,50 @@ type openedStore struct {
 	close func() error
 }
 
-// openStore opens the store --store names, for reading only. It is the one
-// place that knows store kinds.
-func openStore(ctx context.Context, spec string) (*openedStore, error) {
+// openStore opens the store --store names (or $LOOM_STORE), for reading
+// only. It is the one place that knows store kinds.
+func (c *cli) openStore(spec string) (*openedStore, error) {
+	spec = storeSpec(spec)
 	switch {
 	case spec == "":
 		return nil, usagef("--store is required: a SQLite file (for example incident.db) or a PostgreSQL DSN; or set LOOM_STORE")
 	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
-		return openPostgres(ctx, spec)
+		return openPostgres(c.ctx, spec)
 	default:
-		return openSQLite(ctx, strings.TrimPrefix(spec, "sqlite:"))
+		return c.openSQLite(strings.TrimPrefix(spec, "sqlite:"))
 	}
 }
 
-// openSQLite opens a Loom SQLite file without writing to it: the file must
-// exist and hold a Loom schema, checked through a read-only connection
-// before the plugin opens it (the plugin would create, and migrate, any file
-// it is given). Followers (logs --follow, the inspector's live view) use the
-// store's own subscriptions, which see the appends of the app's process
-// through the plugin's data_version poller (sqlite.ChangePollInterval).
-func openSQLite(ctx context.Context, path string) (*openedStore, error) {
-	info, err := os.Stat(path)
+// openSQLite opens a Loom SQLite file with sqlite.OpenReadOnly, which never
+// writes: no migration, no checkpoint, no -wal, -shm or -journal created,
+// and a crashed writer's -wal (or hot journal) read rather than ignored. A
+// named pipe or another special file is refused before anything opens it.
+// Followers (logs --follow, the inspector's live view) see the appends of
+// the app's process as the files change.
+func (c *cli) openSQLite(path string) (*openedStore, error) {
+	db, err := sqlite.OpenReadOnly(path, sqlite.WithReadConns(2))
+	var (
+		sv  *sqlite.SchemaVersionError
+		nas *sqlite.NotAStoreError
+	)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, notFoundf("no store at %s: pass the SQLite file your app writes (for example incident.db)", path)
+	case errors.As(err, &sv):
+		return nil, unsupportedf("%s was written by a newer Loom (schema %d; this loom knows up to %d) in a way this loom cannot read: use a newer loom binary (%v)",
+			path, sv.Found, sv.Known, err)
+	case errors.As(err, &nas) && strings.Contains(nas.Reason, "without a Loom store"):
+		return nil, usagef("%s is a SQLite file without a Loom store in it: pass the file your app's runtime writes", path)
+	case errors.As(err, &nas) && strings.HasPrefix(nas.Reason, "is not a SQLite file"):
+		return nil, usagef("%s is not a SQLite file Loom can read: pass the file your app's runtime writes", path)
+	case errors.As(err, &nas):
+		return nil, usagef("%s %s: --store takes the SQLite file your app writes", path, nas.Reason)
 	case err != nil:
-		return nil, err
-	case info.IsDir():
-		return nil, usagef("%s is a directory: --store takes a SQLite file", path)
-	}
-	if err := probeLoomSchema(ctx, path); err != nil {
-		return nil, err
-	}
-	db, err := sqlite.Open(path, sqlite.WithReadConns(2))
-	if err != nil {
-		var sv *sqlite.SchemaVersionError
-		if errors.As(err, &sv) {
-			return nil, unsupportedf("%s was written by a newer Loom (schema %d, this loom knows %d): use a newer loom binary", path, sv.Found, sv.Known)
-		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	if s := db.Schema(); s.Found > s.Known {
+		fmt.Fprintf(c.stderr, "loom: %s was written by a newer Loom (schema %d; this loom knows up to %d): reading what this loom understands\n",
+			path, s.Found, s.Known)
 	}
 	events := db.EventStore()
 	return &openedStore{
@@ -72,29 +72,10 @@ func openSQLite(ctx context.Context, path string) (*openedStore, error) {
 	}, nil
 }
 
-// probeLoomSchema refuses a file that is not SQLite or holds no Loom schema.
-func probeLoomSchema(ctx context.Context, path string) error {
-	q := url.Values{"mode": {"ro"}, "_pragma": {"busy_timeout(5000)"}}
-	conn, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var n int
-	err = conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('schema_migrations', 'events')`).Scan(&n)
-	if err != nil {
-		return usagef("%s is not a SQLite file Loom can read (%v)", path, err)
-	}
-	if n != 2 {
-		return usagef("%s is a SQLite file without a Loom store in it: pass the file your app's runtime writes", path)
-	}
-	return nil
-}
-
 // withStore opens --store, runs fn and closes the store, joining a close
 // error into fn's.
 func (c *cli) withStore(spec string, fn func(s *openedStore) error) (err error) {
-	s, err := openStore(c.ctx, spec)
+	s, err := c.openStore(spec)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
@@ -79,6 +80,12 @@ func (c *cli) answer(id string, payload json.RawMessage) (err error) {
 		who = " by " + a.By
 	}
 	fmt.Fprintf(c.stdout, "Resumed %s with %s%s (process %d).\n", id, verb, who, os.Getpid())
+	return c.report(s, id)
+}
+
+// report drives id, in this process, until it ends or parks again, and says
+// what this process ran and how the incident stands.
+func (c *cli) report(s *session, id string) error {
 	st, err := s.rt.WaitForSuspend(c.ctx, id)
 	var te *loom.ExecutionTerminatedError
 	switch {
@@ -119,11 +126,27 @@ func (c *cli) answer(id string, payload json.RawMessage) (err error) {
 // explainRefusal turns a refused resume into what the user should do.
 // Every refusal appended nothing.
 func (c *cli) explainRefusal(s *session, id string, err error) error {
-	var rr *loom.ResumeRefusedError
-	var ve *loom.ResumePayloadValidationError
+	var (
+		busy *loom.ExecutionBusyError
+		rr   *loom.ResumeRefusedError
+		ve   *loom.ResumePayloadValidationError
+	)
 	switch {
 	case errors.Is(err, loom.ErrExecutionNotFound):
 		return notFound(id)
+	case errors.As(err, &busy): // before rr, which a busy error also matches
+		by := "process " + busy.Owner
+		if busy.Owner == "" {
+			by = "a process that has not taken its lease yet"
+		}
+		wait := max(time.Until(busy.ExpiresAt).Round(time.Second), 0)
+		return fmt.Errorf("refused, nothing recorded: %s is being driven by %s, perhaps one that was killed (its lease "+
+			"lapses unless renewed): retry after %s (in %s)", id, by, busy.ExpiresAt.UTC().Format(time.RFC3339), wait)
+	case errors.As(err, &ve) && ve.Gate == fold.GateInDoubt:
+		return fmt.Errorf("refused, nothing recorded: %s is parked in doubt, not at the approval gate: a step that acts "+
+			"started and its process stopped before its outcome was recorded. incident status %s%s says which; "+
+			"check whether it acted, then resolve it: incident resolve %s -done '<its output as JSON>'%s, or incident resolve %s -rerun%s",
+			id, id, c.dbFlag(), id, c.dbFlag(), id, c.dbFlag())
 	case errors.As(err, &ve):
 		return fmt.Errorf("refused, nothing recorded: the answer does not fit the approval gate's schema "+
 			"(an object with approved: boolean, and optionally by and reason strings, nothing else): %s", ve.Detail)

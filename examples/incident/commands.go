@@ -117,10 +117,31 @@ func cmdStatus(c *cli, args []string) (err error) {
 	}
 	fmt.Fprintf(c.stdout, "Steps: %s\n", describeFrames(st))
 	fmt.Fprintf(c.stdout, "Events: %d (last #%d)\n", len(h.events), st.Sequence)
-	if st.Status == fold.StatusSuspended {
+	switch park := st.Variables.SuspendedOn; {
+	case st.Status == fold.StatusSuspended && park != nil && park.On == fold.GateInDoubt:
+		fmt.Fprintf(c.stdout, "Next: check whether %s acted (%s), then record what you found:\n"+
+			"  incident resolve %s -done '<its output as JSON>'%s   if it did\n"+
+			"  incident resolve %s -rerun%s                        if it did not (it runs again)\n"+
+			"  (while incident serve runs: loom resolve %s --done OUTPUT | --rerun)\n",
+			park.StepID, stepWorld(park.StepID), id, c.dbFlag(), id, c.dbFlag(), id)
+	case st.Status == fold.StatusSuspended:
 		fmt.Fprintf(c.stdout, "Next: incident approve %s -by <name>%s   or   incident reject %s -reason <text>%s\n", id, c.dbFlag(), id, c.dbFlag())
+	case st.Status == fold.StatusRunning:
+		fmt.Fprintf(c.stdout, "Next: nothing to do: a running process drives it, or, if the process that drove it stopped, "+
+			"the next incident command recovers it (incident status %s%s again shows where it got to)\n", id, c.dbFlag())
 	}
 	return nil
+}
+
+// stepWorld says where to look to tell whether a step acted.
+func stepWorld(step string) string {
+	switch step {
+	case stepApply:
+		return "was the fix deployed? look at the service's change log"
+	case stepEscalate:
+		return "was the on-call team paged? look at the ticket queue"
+	}
+	return "look at what it acts on"
 }
 
 // describeStatus is one line about the execution's status.
@@ -128,6 +149,14 @@ func describeStatus(st fold.State, h history) string {
 	switch st.Status {
 	case fold.StatusSuspended:
 		park := st.Variables.SuspendedOn
+		if park.On == fold.GateInDoubt {
+			attempt := ""
+			if park.Attempt != nil {
+				attempt = fmt.Sprintf(" attempt %d", *park.Attempt)
+			}
+			return fmt.Sprintf("parked in doubt: step %s%s started, and the process running it stopped before its outcome "+
+				"was recorded, so nobody knows whether it acted; it waits for your verdict", park.StepID, attempt)
+		}
 		s := fmt.Sprintf("suspended at the %s gate, waiting for an answer", park.On)
 		if park.WakeAt != nil {
 			s += fmt.Sprintf(" (deadline recorded as wakeAt: %s)", time.UnixMilli(*park.WakeAt).UTC().Format(time.RFC3339))

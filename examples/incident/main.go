@@ -10,6 +10,7 @@
 //	incident approve <id> -by ann approve the plan (from any process)
 //	incident reject <id> -reason  reject it: the flow escalates instead
 //	incident answer <id> <json>   send a raw answer (checked by the resume schema)
+//	incident resolve <id> -rerun  resolve an in-doubt park (or -done OUTPUT)
 //	incident verify <id>          re-fold the stored log and compare bytes
 //	incident fork <id> [-at seq]  copy the log up to a point into a new branch
 //	incident log <id>             one line per stored event
@@ -55,6 +56,7 @@ var commands = []command{
 	{"approve", "<id> [-db FILE] [-by NAME] [-reason TEXT]", "approve the proposed plan and run it to the end", cmdApprove},
 	{"reject", "<id> [-db FILE] [-by NAME] [-reason TEXT]", "reject the plan: the flow escalates instead", cmdReject},
 	{"answer", "<id> <json> [-db FILE]", "send a raw JSON answer to the approval gate", cmdAnswer},
+	{"resolve", "<id> (-done JSON | -rerun) [-db FILE]", "resolve an incident parked in doubt: the step acted (-done, with its output) or must run again (-rerun)", cmdResolve},
 	{"verify", "<id> [-db FILE]", "re-fold the stored log and compare it byte for byte with the runtime's state", cmdVerify},
 	{"fork", "<id> [-db FILE] [-at SEQ] [-id ID] [-simulate=false]", "copy the log up to SEQ (default: the approval gate) into a new execution", cmdFork},
 	{"log", "<id> [-db FILE]", "print one line per stored event", cmdLog},
@@ -200,6 +202,9 @@ func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) 
 		Flows:      []*loom.Flow{newRemediateFlow(fx)},
 		Durability: loom.StepDurable,
 		Logger:     slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// A one-shot command (status, approve…) must not re-drive a crashed
+		// incident behind the operator's back: only serve recovers.
+		Recovery: loom.Recovery{Disabled: true},
 	}
 	if tweak != nil {
 		tweak(&cfg)

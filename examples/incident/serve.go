@@ -37,7 +37,10 @@ func cmdServe(c *cli, args []string) (err error) {
 		return usagef("a token is required: -token T or INCIDENT_TOKEN=T (callers send Authorization: Bearer T)")
 	}
 	principal := map[string]string{"user": *as}
-	s, err := c.openWith(true, func(cfg *loom.Config) { cfg.ResumeAuthenticator = wirePrincipal{} })
+	s, err := c.openWith(true, func(cfg *loom.Config) {
+		cfg.ResumeAuthenticator = wirePrincipal{}
+		cfg.Recovery.Disabled = false // the server re-drives crashed incidents, at start and periodically
+	})
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func TestServe(t *testing.T) {
 	lines := bufio.NewScanner(stdout)
 	var url string
 	for lines.Scan() {
-		if m := regexp.MustCompile(`^Serving the Loom wire ABI 1\.0\.0 for .* at (http://127\.0\.0\.1:\d+/rpc) as ann`).FindStringSubmatch(lines.Text()); m != nil {
+		if m := regexp.MustCompile(`^Serving the Loom wire ABI ` + regexp.QuoteMeta(wire.Version) + ` for .* at (http://127\.0\.0\.1:\d+/rpc) as ann`).FindStringSubmatch(lines.Text()); m != nil {
 			url = m[1]
 			break
 		}

@@ -227,6 +227,7 @@ function kindOf(type) {
   if (type === 'APPROVAL_GRANTED') return 'approval';
   if (type === '__loom_fork__') return 'fork';
   if (type === 'EXECUTION_FAILED' || type === 'STEP_FAILED' || type === 'EXECUTION_CANCELLED') return 'fail';
+  if (type === 'STEP_RETRYING') return 'retry';
   if (type === 'EXECUTION_COMPLETED' || type === 'STEP_COMPLETED') return 'done';
   return 'other';
 }
@@ -234,8 +235,9 @@ function kindOf(type) {
 function describe(e) {
   const p = e.payload || {};
   switch (e.eventType) {
-    case 'STEP_STARTED': case 'STEP_COMPLETED': case 'STEP_RETRYING': case 'STEP_CANCELLED':
+    case 'STEP_STARTED': case 'STEP_COMPLETED': case 'STEP_CANCELLED':
       return p.stepId + (e.eventType === 'STEP_COMPLETED' ? ' → ' + json(p.output, 80) : '');
+    case 'STEP_RETRYING': return describeRetry(p);
     case 'STEP_FAILED':
       return p.stepId + (p.channel ? ' on channel ' + p.channel + ' ' + json(p.payload, 60) : ' ' + json(p.error, 60));
     case 'DECISION_RECORDED': return p.decisionId + ' = ' + json(p.choice, 80);
@@ -247,6 +249,16 @@ function describe(e) {
     case 'EXECUTION_COMPLETED': return 'output ' + json(p.output, 100);
     default: return json(e.payload, 100);
   }
+}
+
+// describeRetry says what a STEP_RETRYING recorded: the attempt about to
+// run, after what delay, and the error of the attempt that failed.
+function describeRetry(p) {
+  let s = p.stepId + ': ' + (p.attempt !== undefined ? 'attempt ' + p.attempt : 'another attempt');
+  if (typeof p.delayMs === 'number') s += ' in ' + (p.delayMs >= 1000 ? (p.delayMs / 1000) + 's' : p.delayMs + 'ms');
+  const msg = p.error && typeof p.error === 'object' && p.error.message !== undefined ? p.error.message : p.error;
+  if (msg !== undefined) s += ', after: ' + json(msg, 80);
+  return s;
 }
 
 function timelineRow(e, fresh) {

@@ -5,9 +5,12 @@ package schema
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -171,11 +174,51 @@ func invalidError(err error) error {
 		if len(msg) > 200 {
 			msg = msg[:200] + "…"
 		}
+		kw := strings.Join(e.ErrorKind.KeywordPath(), "/")
 		out.Violations = append(out.Violations, Violation{Pointer: pointer(e.InstanceLocation),
-			Keyword: strings.Join(e.ErrorKind.KeywordPath(), "/"), Message: msg})
+			Keyword: kw, Message: SafeMessage(kw, msg)})
 	}
 	walk(ve)
+	// The validator walks maps: sort, so one refusal reads the same every
+	// time.
+	slices.SortFunc(out.Violations, func(a, b Violation) int {
+		return cmp.Or(strings.Compare(a.Pointer, b.Pointer), strings.Compare(a.Keyword, b.Keyword), strings.Compare(a.Message, b.Message))
+	})
 	return out
+}
+
+// SafeMessage keeps the validator's message only for keywords whose message
+// names types, counts or the schema's own words ("got string, want
+// boolean", "missing property 'approved'"); for the others — pattern,
+// format, minimum and the like, whose messages quote the refused value, and
+// additionalProperties and propertyNames, which quote the payload's names —
+// it says what failed in its own words. keyword may be a keyword path.
+func SafeMessage(keyword, message string) string {
+	kw := keyword
+	if i := strings.LastIndexByte(kw, '/'); i >= 0 {
+		kw = kw[i+1:]
+	}
+	switch kw {
+	case "type", "required", "enum", "const", "minLength", "maxLength", "minItems", "maxItems",
+		"minProperties", "maxProperties", "uniqueItems", "additionalItems", "dependentRequired",
+		"dependencies", "oneOf", "anyOf", "allOf", "not", "false", "contains", "minContains", "maxContains":
+		return message
+	case "pattern":
+		return "does not match the pattern the schema requires"
+	case "format":
+		return "is not in the format the schema requires"
+	case "minimum", "exclusiveMinimum":
+		return "is below the minimum the schema allows"
+	case "maximum", "exclusiveMaximum":
+		return "is above the maximum the schema allows"
+	case "multipleOf":
+		return "is not a multiple the schema allows"
+	case "additionalProperties", "unevaluatedProperties":
+		return "has properties the schema does not allow"
+	case "propertyNames":
+		return "has a property name the schema does not allow"
+	}
+	return "fails the schema's " + strconv.Quote(kw) + " keyword"
 }
 
 // pointer renders an instance location as a JSON pointer (RFC 6901).
