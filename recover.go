@@ -40,38 +40,48 @@ func (rt *Runtime) recoverPeriodically() {
 	}
 }
 
-// recoverPass is one recovery pass. An automatic pass without leases also
-// waits out an execution's recent activity, since nothing else says
-// whether another process still drives it.
+// recoverPass is one recovery pass: over the store's index of unfinished
+// executions when it keeps one (O(unfinished), not O(all)), else over
+// every execution. Through the index, parked executions are looked at only
+// by Recover and the first automatic pass (a message may have arrived for
+// a select park while no process listened); the periodic passes act on
+// running and continued entries, so many parked executions cost them
+// nothing. An automatic pass without leases also waits out an execution's
+// recent activity, since nothing else says whether another process still
+// drives it.
 func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error) {
-	if idx, ok := rt.cfg.Events.(store.StatusIndex); ok {
-		return rt.recoverIndexed(ctx, idx, automatic)
-	}
-	return rt.recoverScanning(ctx, automatic)
-}
-
-// recoverIndexed is a pass over the store's index of unfinished
-// executions: O(unfinished), not O(all). Parked executions are looked at
-// only by the first automatic pass and by Recover (a message may have
-// arrived for a select park while no process listened); the periodic
-// passes act on running and continued entries only, so a store with many
-// parked executions costs them nothing.
-func (rt *Runtime) recoverIndexed(ctx context.Context, idx store.StatusIndex, automatic bool) (int, error) {
 	rt.mu.Lock()
 	parked := !automatic || !rt.recoveredOnce
 	rt.recoveredOnce = true
 	rt.mu.Unlock()
+	list := func(after string) ([]candidate, string, error) {
+		page, err := rt.cfg.Events.ListExecutions(ctx, after, 256)
+		out := make([]candidate, len(page.Executions))
+		for i, e := range page.Executions {
+			out[i] = candidate{e.ExecutionID, e.WorkflowID}
+		}
+		return out, page.Next, err
+	}
+	if idx, ok := rt.cfg.Events.(store.StatusIndex); ok {
+		list = func(after string) ([]candidate, string, error) {
+			page, err := idx.ListUnfinished(ctx, after, 256)
+			var out []candidate
+			for _, e := range page.Executions {
+				if e.Status != store.UnfinishedSuspended || parked {
+					out = append(out, candidate{e.ExecutionID, e.WorkflowID})
+				}
+			}
+			return out, page.Next, err
+		}
+	}
 	n, after := 0, ""
 	for {
-		page, err := idx.ListUnfinished(ctx, after, 256)
+		page, next, err := list(after)
 		if err != nil {
 			return n, err
 		}
-		for _, e := range page.Executions {
-			if e.Status == store.UnfinishedSuspended && !parked {
-				continue
-			}
-			did, err := rt.recoverOne(ctx, e.ExecutionID, e.WorkflowID, automatic)
+		for _, c := range page {
+			did, err := rt.recoverOne(ctx, c.id, c.workflowID, automatic)
 			if err != nil {
 				return n, err
 			}
@@ -79,37 +89,15 @@ func (rt *Runtime) recoverIndexed(ctx context.Context, idx store.StatusIndex, au
 				n++
 			}
 		}
-		if page.Next == "" {
+		if next == "" {
 			return n, nil
 		}
-		after = page.Next
+		after = next
 	}
 }
 
-// recoverScanning is a pass over every execution, for a store without a
-// StatusIndex.
-func (rt *Runtime) recoverScanning(ctx context.Context, automatic bool) (int, error) {
-	n, after := 0, ""
-	for {
-		page, err := rt.cfg.Events.ListExecutions(ctx, after, 256)
-		if err != nil {
-			return n, err
-		}
-		for _, info := range page.Executions {
-			did, err := rt.recoverOne(ctx, info.ExecutionID, info.WorkflowID, automatic)
-			if err != nil {
-				return n, err
-			}
-			if did {
-				n++
-			}
-		}
-		if page.Next == "" {
-			return n, nil
-		}
-		after = page.Next
-	}
-}
+// candidate is an execution a recovery pass looks at.
+type candidate struct{ id, workflowID string }
 
 // isRefusal says err is the ingress gate's refusal (*ResumeRefusedError,
 // or an error that wraps one).
