@@ -14,8 +14,9 @@
 //		Schema: "loom",                                   // the default
 //	})
 //	if err != nil { … }
-//	// run with st.Events, st.Snapshots, st.Branches, st.Timers, st.Leases, st.Content, then
-//	err = st.Close() // commits what is queued, stops LISTEN, closes the pool it opened
+//	rt, err := loom.New(loom.Config{Storage: st, Flows: flows}) // every store at once
+//	…
+//	err = errors.Join(rt.Close(), st.Close()) // st.Close commits what is queued, stops LISTEN, closes the pool it opened
 //
 // Open returns a *DB to take the stores one by one (DB.EventStore,
 // DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.LeaseStore,
