@@ -35,8 +35,9 @@ type Config struct {
 	// Branches, when set, backs Promote.
 	Branches store.BranchRegistry
 	// Timers, when set, makes every timed wait durable: a poller fires it
-	// through the resume path, across restarts (T1). Without it a timed wait
-	// is never woken by the runtime.
+	// through the resume path, across restarts. Without it a timed wait
+	// (Sleep, a gate Timeout, a Select timer, WithDeadline) is refused at the
+	// call with *NotConfiguredError.
 	Timers store.TimerStore
 	// TimerPoll is how often the background poller looks for due timers
 	// (default 1s; negative: no background poller, call FireDueTimers).
@@ -52,13 +53,13 @@ type Config struct {
 	Effects *effect.Registry
 	// Middleware wraps every effect, the first outermost (retry, metering,
 	// safety, redaction, claim-check…). None by default: then the log is
-	// byte-identical to a kernel without the ring (G2).
+	// byte-identical to a kernel without the ring.
 	Middleware []effect.Middleware
-	// EffectAuthorizer, when set, authorizes every effect before it runs
-	// (K2): a denial is recorded as EFFECT_DENIED and fails the step with
+	// EffectAuthorizer, when set, authorizes every effect before it runs,
+	// as the principal the execution was started under: a denial is recorded as EFFECT_DENIED and fails the step with
 	// *effect.CapabilityDeniedError, the effect never running.
 	EffectAuthorizer effect.Authorizer
-	// MaxEffectTime bounds every effect attempt (K8; default: unbounded).
+	// MaxEffectTime bounds every effect attempt (default: unbounded).
 	MaxEffectTime time.Duration
 	// DefaultRetry, when set, is the retry policy of every step that sets
 	// none of its own (WithRetry). Default: none, a failed attempt is the
@@ -84,9 +85,10 @@ type Config struct {
 	// DisableFencing turns off fencing even when the event store offers it
 	// (store.Fencer). With fencing, a driver that another process took the
 	// execution over from (a re-drive, a resume) has its appends refused
-	// with *store.FencedError, nothing written (K9.4).
+	// with *store.FencedError, nothing written.
 	DisableFencing bool
-	// Flows are registered by id; a flow id appears once (static wiring, P5).
+	// Flows are the flows this runtime can run, by id (each once); every
+	// process that may resume or recover an execution registers its flow.
 	Flows []*Flow
 	// SnapshotEvery is N in "a snapshot every N events" (default 1000 when
 	// Snapshots is set; negative disables the periodic ones).
@@ -102,7 +104,8 @@ type Config struct {
 	// log does (default DivergenceFail: park on __loom_diverged__).
 	Divergence DivergenceMode
 	// ResumeAuthenticator, when set, verifies who resumes; its verdict is
-	// recorded as APPROVAL_GRANTED (K12).
+	// recorded as APPROVAL_GRANTED, and the effect ring sees it as the
+	// approver of the steps after the gate.
 	ResumeAuthenticator ResumeAuthenticator
 	// Authorizer, when set, gates start, resume, cancel, query and send
 	// (EXECUTION_DENIED).
