@@ -189,42 +189,54 @@ func stringPayload(size int) json.RawMessage {
 }
 
 // listAll pages through every execution with pageSize and checks the paging
-// contract on the way: ids strictly ascending across pages (code-point order,
-// so each id once), at most pageSize per page, and Next "" exactly on the
-// last page, which is the one holding the last id.
+// contract on the way (pageThrough).
 func listAll(t *testing.T, s store.EventStore, after string, pageSize int) []store.ExecutionInfo {
 	t.Helper()
-	var all []store.ExecutionInfo
+	return pageThrough(t, "ListExecutions", after, pageSize, func(cursor string) ([]store.ExecutionInfo, string, error) {
+		page, err := s.ListExecutions(context.Background(), cursor, pageSize)
+		return page.Executions, page.Next, err
+	}, func(info store.ExecutionInfo) string { return info.ExecutionID })
+}
+
+// pageThrough pages through a listing with pageSize and checks the paging
+// contract on the way: ids strictly ascending across pages (code-point
+// order, so each id once), at most pageSize per page, and Next "" exactly on
+// the last page, which is the one holding the last id.
+func pageThrough[T any](t *testing.T, name, after string, pageSize int,
+	list func(cursor string) ([]T, string, error), idOf func(T) string) []T {
+	t.Helper()
+	var all []T
 	cursor := after
 	for pages := 0; ; pages++ {
-		page, err := s.ListExecutions(context.Background(), cursor, pageSize)
+		items, next, err := list(cursor)
 		if err != nil {
-			t.Fatalf("ListExecutions(after %q, limit %d): %v", cursor, pageSize, err)
+			t.Fatalf("%s(after %q, limit %d): %v", name, cursor, pageSize, err)
 		}
-		if len(page.Executions) > pageSize {
-			t.Fatalf("ListExecutions(limit %d) returned %d executions", pageSize, len(page.Executions))
+		if len(items) > pageSize {
+			t.Fatalf("%s(limit %d) returned %d executions", name, pageSize, len(items))
 		}
-		if len(page.Executions) == 0 && pages > 0 {
-			t.Fatalf("ListExecutions: the page before after %q had Next set but this one is empty: Next must be \"\" on the page holding the last id", cursor)
+		if len(items) == 0 && pages > 0 {
+			t.Fatalf("%s: the page before after %q had Next set but this one is empty: Next must be \"\" on the page holding the last id", name, cursor)
 		}
-		for _, info := range page.Executions {
-			if info.ExecutionID <= cursor || (len(all) > 0 && info.ExecutionID <= all[len(all)-1].ExecutionID) {
-				t.Fatalf("ListExecutions: %q is out of code-point order after %q", info.ExecutionID, cursor)
+		for _, it := range items {
+			id := idOf(it)
+			if id <= cursor || (len(all) > 0 && id <= idOf(all[len(all)-1])) {
+				t.Fatalf("%s: %q is out of code-point order after %q", name, id, cursor)
 			}
-			all = append(all, info)
+			all = append(all, it)
 		}
-		if page.Next == "" {
+		if next == "" {
 			return all
 		}
-		if len(page.Executions) == 0 {
-			t.Fatalf("ListExecutions(after %q): empty page with Next %q", cursor, page.Next)
+		if len(items) == 0 {
+			t.Fatalf("%s(after %q): empty page with Next %q", name, cursor, next)
 		}
-		if page.Next <= cursor {
-			t.Fatalf("ListExecutions(after %q): Next %q does not advance", cursor, page.Next)
+		if next <= cursor {
+			t.Fatalf("%s(after %q): Next %q does not advance", name, cursor, next)
 		}
-		cursor = page.Next
+		cursor = next
 		if pages > 1_000_000 {
-			t.Fatal("ListExecutions: paging does not end")
+			t.Fatalf("%s: paging does not end", name)
 		}
 	}
 }

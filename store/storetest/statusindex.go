@@ -132,36 +132,10 @@ func continuedEntry(exec string, seq int64, next string) store.UnfinishedExecuti
 // paging contract on the way, like listAll.
 func listUnfinished(t *testing.T, x store.StatusIndex, after string, pageSize int) []store.UnfinishedExecution {
 	t.Helper()
-	var all []store.UnfinishedExecution
-	cursor := after
-	for pages := 0; ; pages++ {
+	return pageThrough(t, "ListUnfinished", after, pageSize, func(cursor string) ([]store.UnfinishedExecution, string, error) {
 		page, err := x.ListUnfinished(context.Background(), cursor, pageSize)
-		if err != nil {
-			t.Fatalf("ListUnfinished(after %q, limit %d): %v", cursor, pageSize, err)
-		}
-		if len(page.Executions) > pageSize {
-			t.Fatalf("ListUnfinished(limit %d) returned %d executions", pageSize, len(page.Executions))
-		}
-		if len(page.Executions) == 0 && pages > 0 {
-			t.Fatalf("ListUnfinished: the page before after %q had Next set but this one is empty: Next must be \"\" on the page holding the last id", cursor)
-		}
-		for _, u := range page.Executions {
-			if u.ExecutionID <= cursor || (len(all) > 0 && u.ExecutionID <= all[len(all)-1].ExecutionID) {
-				t.Fatalf("ListUnfinished: %q is out of code-point order after %q", u.ExecutionID, cursor)
-			}
-			all = append(all, u)
-		}
-		if page.Next == "" {
-			return all
-		}
-		if len(page.Executions) == 0 || page.Next <= cursor {
-			t.Fatalf("ListUnfinished(after %q): Next %q on a page of %d", cursor, page.Next, len(page.Executions))
-		}
-		cursor = page.Next
-		if pages > 1_000_000 {
-			t.Fatal("ListUnfinished: paging does not end")
-		}
-	}
+		return page.Executions, page.Next, err
+	}, func(u store.UnfinishedExecution) string { return u.ExecutionID })
 }
 
 // assertUnfinished fails the test unless the index holds exactly want.
