@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -126,48 +124,6 @@ func olderStore(t *testing.T, fx fixture) string {
 	return path
 }
 
-// storeSums maps every file in the directory of a store to its SHA-256
-// (a special file to its mode: reading it could block).
-func storeSums(t *testing.T, path string) map[string]string {
-	t.Helper()
-	dir := filepath.Dir(path)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sums := map[string]string{}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			sums[e.Name()] = e.Type().String()
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		sums[e.Name()] = hex.EncodeToString(sum[:])
-	}
-	return sums
-}
-
-func sameStoreSums(t *testing.T, what string, before, after map[string]string) {
-	t.Helper()
-	for name, sum := range after { //loom:order-independent each file is compared on its own
-		switch b, ok := before[name]; {
-		case !ok:
-			t.Errorf("%s created %s", what, name)
-		case b != sum:
-			t.Errorf("%s changed %s", what, name)
-		}
-	}
-	for name := range before { //loom:order-independent each file is compared on its own
-		if _, ok := after[name]; !ok {
-			t.Errorf("%s removed %s", what, name)
-		}
-	}
-}
-
 // readOnlyCommands runs every read-only command against the store at path
 // — ls, state, logs (follow included), diff, replay-check, gate --store and
 // the inspector's API — and returns what ls --json listed and what logs
@@ -248,18 +204,18 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 	bin, fx := setup(t)
 	t.Run("clean", func(t *testing.T) {
 		path := copyStore(t, fx.path)
-		before := storeSums(t, path)
+		before := testbin.DirSums(t, filepath.Dir(path))
 		page, _ := readOnlyCommands(t, bin, path)
-		sameStoreSums(t, "the read-only commands on a clean store", before, storeSums(t, path))
+		testbin.SameSums(t, "the read-only commands on a clean store", before, testbin.DirSums(t, filepath.Dir(path)))
 		if got := listed(page); got["order-1"] != fold.StatusCompleted || got["order-2"] != fold.StatusSuspended {
 			t.Fatalf("ls: %v", got)
 		}
 	})
 	t.Run("crashed writer", func(t *testing.T) {
 		path := crashedStore(t, fx)
-		before := storeSums(t, path)
+		before := testbin.DirSums(t, filepath.Dir(path))
 		page, logs := readOnlyCommands(t, bin, path)
-		sameStoreSums(t, "the read-only commands on a crashed writer's store", before, storeSums(t, path))
+		testbin.SameSums(t, "the read-only commands on a crashed writer's store", before, testbin.DirSums(t, filepath.Dir(path)))
 		got := listed(page)
 		if got["crash-1"] != fold.StatusCompleted || got["crash-2"] != fold.StatusSuspended || got["order-2"] != fold.StatusRunning {
 			t.Fatalf("the crashed writer's committed work is not all shown: crash-1 %s, crash-2 %s, order-2 %s", got["crash-1"], got["crash-2"], got["order-2"])
@@ -270,9 +226,9 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 	})
 	t.Run("older schema", func(t *testing.T) {
 		path := olderStore(t, fx)
-		before := storeSums(t, path)
+		before := testbin.DirSums(t, filepath.Dir(path))
 		page, _ := readOnlyCommands(t, bin, path)
-		sameStoreSums(t, "the read-only commands on an older-schema store", before, storeSums(t, path))
+		testbin.SameSums(t, "the read-only commands on an older-schema store", before, testbin.DirSums(t, filepath.Dir(path)))
 		if got := listed(page); got["order-1"] != fold.StatusCompleted || len(got) != len(fx.ids()) {
 			t.Fatalf("ls of an older store: %v", got)
 		}

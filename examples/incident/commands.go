@@ -89,18 +89,11 @@ func cmdStatus(c *cli, args []string) (err error) {
 		return err
 	}
 	id := pos[0]
-	s, err := c.open(false)
+	s, st, err := c.openExecution(id)
 	if err != nil {
 		return err
 	}
 	defer s.closeInto(&err)
-	st, err := s.rt.LoadState(c.ctx, id)
-	if errors.Is(err, loom.ErrExecutionNotFound) {
-		return notFound(id)
-	}
-	if err != nil {
-		return err
-	}
 	h, err := readHistory(c.ctx, s.stores.Events, id)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ import (
 	"strings"
 
 	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/plugins/sqlite"
 )
 
@@ -214,6 +215,23 @@ func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) 
 		return nil, errors.Join(err, st.Close())
 	}
 	return &session{stores: st, rt: rt, fx: fx}, nil
+}
+
+// openExecution opens the database and loads execution id's state; on an
+// error nothing is left open.
+func (c *cli) openExecution(id string) (*session, fold.State, error) {
+	s, err := c.open(false)
+	if err != nil {
+		return nil, fold.State{}, err
+	}
+	st, err := s.rt.LoadState(c.ctx, id)
+	if errors.Is(err, loom.ErrExecutionNotFound) {
+		err = notFound(id)
+	}
+	if err != nil {
+		return nil, fold.State{}, errors.Join(err, s.close())
+	}
+	return s, st, nil
 }
 
 // close stops the runtime (waiting for its drives, so a park's snapshot is

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -33,18 +32,11 @@ func cmdResolve(c *cli, args []string) (err error) {
 		return usagef(`-done takes the step's output as JSON, for example -done '{"change":"chg-1"}'`)
 	}
 	id := pos[0]
-	s, err := c.open(false)
+	s, st, err := c.openExecution(id)
 	if err != nil {
 		return err
 	}
 	defer s.closeInto(&err)
-	st, err := s.rt.LoadState(c.ctx, id)
-	if errors.Is(err, loom.ErrExecutionNotFound) {
-		return notFound(id)
-	}
-	if err != nil {
-		return err
-	}
 	park := st.Variables.SuspendedOn
 	if st.Status != fold.StatusSuspended || park == nil || park.On != fold.GateInDoubt || park.Attempt == nil {
 		h, herr := readHistory(c.ctx, s.stores.Events, id)

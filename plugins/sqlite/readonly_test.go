@@ -3,9 +3,7 @@ package sqlite
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/internal/testbin"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -27,46 +26,6 @@ import (
 // -shm, or a hot rollback journal), older and newer schemas, and paths that
 // are not stores at all. Every test compares the checksums of the database
 // file and of every file beside it before and after reading.
-
-// dirSums maps every file of dir to its SHA-256: a read-only open must
-// change none and create none.
-func dirSums(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sums := map[string]string{}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			sums[e.Name()] = e.Type().String() // a named pipe is not read: that would block
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		sums[e.Name()] = hex.EncodeToString(sum[:])
-	}
-	return sums
-}
-
-func sameSums(t *testing.T, what string, before, after map[string]string) {
-	t.Helper()
-	for name, sum := range after { //loom:order-independent each file is compared on its own
-		if b, ok := before[name]; !ok {
-			t.Errorf("%s created %s", what, name)
-		} else if b != sum {
-			t.Errorf("%s changed %s", what, name)
-		}
-	}
-	for name := range before { //loom:order-independent each file is compared on its own
-		if _, ok := after[name]; !ok {
-			t.Errorf("%s removed %s", what, name)
-		}
-	}
-}
 
 // readAll reads every log of db through the read-only views, the way the
 // CLI does: the listing, each log, its snapshots and the refs.
@@ -145,7 +104,7 @@ func TestReadOnlyCleanFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "loom.db")
 	writeStore(t, path)
-	before := dirSums(t, dir)
+	before := testbin.DirSums(t, dir)
 	db := openRO(t, path)
 	if db.Mode() != ReadFile {
 		t.Fatalf("mode %s, want %s", db.Mode(), ReadFile)
@@ -195,7 +154,7 @@ func TestReadOnlyCleanFile(t *testing.T) {
 	if _, err := db.EventStore().ReadFrom(ctx, "a", 0); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("a read after Close: %v", err)
 	}
-	sameSums(t, "reading a clean store", before, dirSums(t, dir))
+	testbin.SameSums(t, "reading a clean store", before, testbin.DirSums(t, dir))
 }
 
 // The writer the crash tests kill: it appends one event per transaction to
@@ -336,7 +295,7 @@ func TestReadOnlyCrashedWriterWAL(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "loom.db")
 	committed := crashWAL(t, path)
-	before := dirSums(t, dir)
+	before := testbin.DirSums(t, dir)
 	db := openRO(t, path)
 	if db.Mode() != ReadWAL {
 		t.Fatalf("mode %s, want %s", db.Mode(), ReadWAL)
@@ -351,7 +310,7 @@ func TestReadOnlyCrashedWriterWAL(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sameSums(t, "reading a crashed writer's WAL", before, dirSums(t, dir))
+	testbin.SameSums(t, "reading a crashed writer's WAL", before, testbin.DirSums(t, dir))
 }
 
 // TestReadOnlyCrashedWriterWALWithoutShm: a -wal without its -shm cannot
@@ -364,7 +323,7 @@ func TestReadOnlyCrashedWriterWALWithoutShm(t *testing.T) {
 	if err := os.Remove(path + "-shm"); err != nil {
 		t.Fatal(err)
 	}
-	before := dirSums(t, dir)
+	before := testbin.DirSums(t, dir)
 	db := openRO(t, path)
 	if db.Mode() != ReadSnapshot {
 		t.Fatalf("mode %s, want %s", db.Mode(), ReadSnapshot)
@@ -375,7 +334,7 @@ func TestReadOnlyCrashedWriterWALWithoutShm(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sameSums(t, "reading a -wal without its -shm", before, dirSums(t, dir))
+	testbin.SameSums(t, "reading a -wal without its -shm", before, testbin.DirSums(t, dir))
 }
 
 // TestReadOnlyHotJournal reads a file whose writer was killed in the middle
@@ -392,7 +351,7 @@ func TestReadOnlyHotJournal(t *testing.T) {
 	if hot, err := hasJournalHeader(path + "-journal"); err != nil || !hot {
 		t.Fatalf("the killed writer left no hot journal: %v", err)
 	}
-	before := dirSums(t, dir)
+	before := testbin.DirSums(t, dir)
 	db := openRO(t, path)
 	if db.Mode() != ReadSnapshot {
 		t.Fatalf("mode %s, want %s", db.Mode(), ReadSnapshot)
@@ -404,7 +363,7 @@ func TestReadOnlyHotJournal(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sameSums(t, "reading a hot journal", before, dirSums(t, dir))
+	testbin.SameSums(t, "reading a hot journal", before, testbin.DirSums(t, dir))
 }
 
 // rawExec runs statements on path through a plain read-write connection:
@@ -442,7 +401,7 @@ func TestReadOnlyOlderSchema(t *testing.T) {
 		}
 	}
 	rawExec(t, path, append(drops, "DELETE FROM schema_migrations WHERE version > 1")...)
-	before := dirSums(t, dir)
+	before := testbin.DirSums(t, dir)
 	db := openRO(t, path)
 	if s := db.Schema(); s.Found != 1 || s.Known != len(schemaMigrations) {
 		t.Fatalf("schema %+v", s)
@@ -460,7 +419,7 @@ func TestReadOnlyOlderSchema(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sameSums(t, "reading an older schema", before, dirSums(t, dir))
+	testbin.SameSums(t, "reading an older schema", before, testbin.DirSums(t, dir))
 }
 
 // TestReadOnlyNewerSchema reads a newer release's file when what this code
@@ -481,14 +440,14 @@ func TestReadOnlyNewerSchema(t *testing.T) {
 			path := filepath.Join(dir, "new.db")
 			writeStore(t, path)
 			rawExec(t, path, tc.stmt, fmt.Sprintf(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (%d, 'future', 0)`, next))
-			before := dirSums(t, dir)
+			before := testbin.DirSums(t, dir)
 			db, err := OpenReadOnly(path)
 			if !tc.readable {
 				var sv *SchemaVersionError
 				if !errors.Is(err, ErrSchemaTooNew) || !errors.As(err, &sv) || sv.Found != next {
 					t.Fatalf("an unreadable newer schema: %v", err)
 				}
-				sameSums(t, "refusing a newer schema", before, dirSums(t, dir))
+				testbin.SameSums(t, "refusing a newer schema", before, testbin.DirSums(t, dir))
 				return
 			}
 			if err != nil {
@@ -503,7 +462,7 @@ func TestReadOnlyNewerSchema(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			sameSums(t, "reading a newer schema", before, dirSums(t, dir))
+			testbin.SameSums(t, "reading a newer schema", before, testbin.DirSums(t, dir))
 		})
 	}
 }
@@ -537,7 +496,7 @@ func TestReadOnlyRefusesWhatIsNotAStore(t *testing.T) {
 	if err := syscall.Mkfifo(sidecar+"-wal", 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := dirSums(t, dir)
+	before := testbin.DirSums(t, dir)
 	for _, tc := range []struct {
 		path, says string
 		notExist   bool
@@ -567,7 +526,7 @@ func TestReadOnlyRefusesWhatIsNotAStore(t *testing.T) {
 			t.Fatalf("OpenReadOnly(%s) blocks", filepath.Base(tc.path))
 		}
 	}
-	sameSums(t, "refusing", before, dirSums(t, dir))
+	testbin.SameSums(t, "refusing", before, testbin.DirSums(t, dir))
 }
 
 // TestReadOnlyFollowsWriters follows a log while writers come and go: the
