@@ -43,6 +43,9 @@ type Flow struct {
 type FlowOption func(*Flow)
 
 // WithResumeSchema declares the JSON Schema a resume of gate must satisfy.
+// A gate ending in "*" declares a family: the schema of every gate with
+// that prefix (an agent's per-call approval gates, "approve.deploy:*"). An
+// exact gate wins over a family, and a longer family over a shorter one.
 func WithResumeSchema(gate, jsonSchema string) FlowOption {
 	return func(f *Flow) {
 		if f.ResumeSchemas == nil {

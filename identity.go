@@ -80,3 +80,22 @@ func present(raw json.RawMessage) json.RawMessage {
 func unmarshalRecorded(raw json.RawMessage, v any) error {
 	return event.UnmarshalExact(raw, v)
 }
+
+// Approver returns the principal a ResumeAuthenticator verified for the
+// latest answer to gate (recorded on APPROVAL_GRANTED), or nil when none
+// was recorded — no authenticator, or the gate not yet answered. It reads
+// the log, so a replay returns what the first run saw once the answer is
+// recorded; give each approval its own gate name to bind the principal to
+// it.
+func (c *Context) Approver(gate string) json.RawMessage {
+	var p json.RawMessage
+	c.state(func(s *fold.State) {
+		for i := len(s.Variables.Approvals) - 1; i >= 0; i-- {
+			if a := s.Variables.Approvals[i]; a.Gate == gate {
+				p = append(json.RawMessage(nil), a.Principal...)
+				return
+			}
+		}
+	})
+	return p
+}

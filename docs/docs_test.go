@@ -59,6 +59,7 @@ var guides = []string{
 	"docs/testing-your-flows.md",
 	"docs/many-nodes.md",
 	"docs/operating.md",
+	"docs/agents.md",
 	"docs/glossary.md",
 	"docs/internals.md",
 	"docs/benchmarks.md",

@@ -33,7 +33,10 @@ type RetryPolicy struct {
 	MaxAttempts int
 	// Backoff returns the delay after the failed attempt numbered attempt
 	// (the step's attempt, 1 for its first). Its result is recorded as
-	// STEP_RETRYING.delayMs; a negative one is zero.
+	// STEP_RETRYING.delayMs; a negative one is zero. A failure that carries
+	// a hint (an error with a RetryDelay() time.Duration method, such as a
+	// model API's Retry-After) waits at least the hint, at most
+	// MaxRetryHint.
 	Backoff func(attempt int64) time.Duration
 	// Retryable reports whether a failure may be retried.
 	Retryable func(error) bool
@@ -76,7 +79,7 @@ func Retry(policy RetryPolicy) effect.Middleware {
 				return out, err
 			}
 			failed := ec.Attempt
-			delay := max(p.Backoff(failed), 0)
+			delay := max(p.Backoff(failed), hintOf(err), 0)
 			if rerr := ec.Retrying(err, delay); rerr != nil {
 				return nil, &RetryInterruptedError{StepID: ec.StepID, Attempt: failed, Cause: err, Err: rerr}
 			}
@@ -85,6 +88,21 @@ func Retry(policy RetryPolicy) effect.Middleware {
 			}
 		}
 	}
+}
+
+// MaxRetryHint caps the retry delay a failure's own hint may ask for.
+const MaxRetryHint = 5 * time.Minute
+
+// retryHinted is a failure that says how long to wait before the next try.
+type retryHinted interface{ RetryDelay() time.Duration }
+
+// hintOf is err's retry hint, capped at MaxRetryHint; 0 without one.
+func hintOf(err error) time.Duration {
+	var h retryHinted
+	if !errors.As(err, &h) {
+		return 0
+	}
+	return min(h.RetryDelay(), MaxRetryHint)
 }
 
 func (p RetryPolicy) withDefaults() RetryPolicy {

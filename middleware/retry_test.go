@@ -223,3 +223,48 @@ func TestRetryAttemptsAreBoundedByMaxRetryAttempts(t *testing.T) {
 		t.Fatalf("%d attempts, want %d", c.n.Load(), middleware.MaxRetryAttempts)
 	}
 }
+
+// hinted fails once with a retry-after hint.
+type hinted struct {
+	mu    sync.Mutex
+	calls int
+	hint  time.Duration
+}
+
+type hintErr struct{ d time.Duration }
+
+func (e hintErr) Error() string             { return "slow down" }
+func (e hintErr) RetryDelay() time.Duration { return e.d }
+
+func (h *hinted) Func(*effect.Context, json.RawMessage) (json.RawMessage, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls++
+	if h.calls == 1 {
+		return nil, fmt.Errorf("wrapped: %w", hintErr{h.hint})
+	}
+	return json.RawMessage(`"ok"`), nil
+}
+
+// A failure's own hint (a Retry-After) is waited when it is longer than
+// the backoff, capped at MaxRetryHint; a shorter hint leaves the backoff.
+func TestRetryWaitsAtLeastTheFailuresHint(t *testing.T) {
+	for _, c := range []struct {
+		hint, want time.Duration
+	}{
+		{7 * time.Second, 7 * time.Second},
+		{time.Millisecond, 100 * time.Millisecond},
+		{time.Hour, middleware.MaxRetryHint},
+	} {
+		s := &sleeps{}
+		r, _, o := retryRig(t, (&hinted{hint: c.hint}).Func, middleware.RetryPolicy{Sleep: s.Sleep})
+		r.start("retry", "x", nil)
+		r.parked("x")
+		if got := s.got(); !reflect.DeepEqual(got, []time.Duration{c.want}) {
+			t.Errorf("hint %v: slept %v, want [%v]", c.hint, got, c.want)
+		}
+		if out, err := o.get(); err != nil || string(out) != `"ok"` {
+			t.Fatalf("step returned %s, %v", out, err)
+		}
+	}
+}

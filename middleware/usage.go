@@ -62,6 +62,18 @@ func Report(ec *effect.Context, u Usage) error {
 	return v.(*tally).add(u)
 }
 
+// Metered reports whether a Metering ring is timing the effect running
+// under ec, so that Report will be recorded. An effect that must be metered
+// whatever the app wired (a model call) wraps itself in Metering when it is
+// not.
+func Metered(ec *effect.Context) bool {
+	if ec == nil {
+		return false
+	}
+	_, ok := tallies.Load(ec)
+	return ok
+}
+
 func (u Usage) validate() error {
 	for _, d := range []struct {
 		name string

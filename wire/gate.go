@@ -46,12 +46,12 @@ func ParkedGate(st fold.State, schemas map[string]json.RawMessage) *Gate {
 	g := &Gate{On: park.On, Kind: gateKind(park.On), Since: park.Seq, WakeAt: park.WakeAt, TimeoutMs: park.TimeoutMs,
 		StepID: park.StepID, Attempt: park.Attempt}
 	if g.Kind == GateNamed {
-		g.Schema = schemas[park.On]
+		g.Schema, _ = admission.ForGate(schemas, park.On)
 	}
 	for _, w := range admission.ParkWaits(st) {
 		wait := Wait{WaitID: w.WaitID, Kind: w.Kind, On: w.On, Topic: w.Topic, WakeAt: w.WakeAt}
 		if w.Kind == admission.WaitGate {
-			wait.Schema = schemas[w.On]
+			wait.Schema, _ = admission.ForGate(schemas, w.On)
 		}
 		g.Waits = append(g.Waits, wait)
 	}

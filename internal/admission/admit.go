@@ -353,8 +353,8 @@ func shape(schemas map[string]*schema.Schema, park fold.Suspension, ev Event) (j
 	if !validJSON(payload) {
 		return nil, invalid(RuleShape, ev.Type, "the payload is not UTF-8 JSON; send one JSON value")
 	}
-	s, ok := schemas[ev.Type]
-	if !ok || s == nil {
+	s, _ := ForGate(schemas, ev.Type)
+	if s == nil {
 		return payload, nil
 	}
 	parsed, err := s.Parse(payload)
@@ -367,6 +367,24 @@ func shape(schemas map[string]*schema.Schema, park fold.Suspension, ev Event) (j
 		return nil, r
 	}
 	return parsed, nil
+}
+
+// ForGate is the entry of m for gate: the exact one, else the family
+// ("prefix*") with the longest prefix of gate. It is how resume schemas are
+// found, so the gate, the wire and the inspector agree.
+func ForGate[V any](m map[string]V, gate string) (V, bool) {
+	if v, ok := m[gate]; ok {
+		return v, true
+	}
+	var best V
+	bestLen := -1
+	for key, v := range m { //loom:order-independent the longest prefix is unique
+		prefix, family := strings.CutSuffix(key, "*")
+		if family && len(prefix) > bestLen && strings.HasPrefix(gate, prefix) {
+			best, bestLen = v, len(prefix)
+		}
+	}
+	return best, bestLen >= 0
 }
 
 func validJSON(raw json.RawMessage) bool { return utf8.Valid(raw) && json.Valid(raw) }
