@@ -155,6 +155,12 @@ func (a *run) runAll(runs []*pending) error {
 func (a *run) call(c *loom.Context, p *pending) error {
 	out, err := c.Execute(p.tool.task(p.entry.StepID), p.args)
 	if err == nil {
+		// Canonical bytes: the model is told the same text live and on a
+		// replay from a store that re-encodes JSON (PostgreSQL's jsonb), so
+		// the next request, and its digest, do not change.
+		if canon, cerr := event.Canonical(out); cerr == nil {
+			out = canon
+		}
 		p.entry.Status, p.output = StatusOK, out
 		return a.resolveClaim(c, p)
 	}

@@ -128,3 +128,50 @@ func mustStep(t *testing.T, payload json.RawMessage) string {
 	}
 	return p.StepID
 }
+
+func TestASimulatedForkAsksTheModelAndSimulatesTheTools(t *testing.T) {
+	h := newHarness(t)
+	var real, simulated int
+	act := agent.NewTool("act", "Change production.", func(context.Context, struct{}) (string, error) {
+		real++
+		return "changed", nil
+	}, agent.Simulation(func(context.Context, struct{}) (string, error) {
+		simulated++
+		return "would change", nil
+	}))
+	p := llmtest.NewProvider(t, "anthropic")
+	flow := func(p llm.Provider) *loom.Flow {
+		return loom.NewFlow("f", func(ctx *loom.Context, _ struct{}) (agent.Result, error) {
+			if _, err := ctx.Suspend("go"); err != nil {
+				return agent.Result{}, err
+			}
+			return agent.Run(ctx, agent.Config{ID: "a", Provider: p, Model: "m", Tools: []*agent.Tool{act}}, llm.UserText("q"))
+		})
+	}
+	ctx := context.Background()
+	rt := h.runtime(flow(p))
+	id, _ := rt.Start(ctx, "f", nil)
+	st, err := rt.WaitForSuspend(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Enqueue(llmtest.Calls(1, 1, "act", `{}`), llmtest.Text("simulated", 1, 1))
+	fork, err := rt.Fork(ctx, id, st.Sequence, loom.SimulateFork())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Resume(ctx, fork, loom.ResumeEvent{EventType: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rt.WaitForCompletion(ctx, fork)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := result(t, res.Output)
+	if r.Text != "simulated" || string(r.ToolCalls[0].Output) != `"would change"` || real != 0 || simulated != 1 {
+		t.Fatalf("result %+v; real runs %d, simulations %d", r, real, simulated)
+	}
+	if len(p.Requests()) != 2 {
+		t.Fatalf("model requests = %d, want 2 (a model call is read-only)", len(p.Requests()))
+	}
+}

@@ -23,6 +23,7 @@ type Tool struct {
 	schemaJSON  json.RawMessage
 	toolID      string
 	invoke      func(ctx context.Context, args json.RawMessage) (any, error)
+	simulate    func(ctx context.Context, args json.RawMessage) (any, error)
 	approval    bool
 	nonIdem     bool
 	readOnly    bool
@@ -67,18 +68,30 @@ func ErrorChannel(channel, jsonSchema string) ToolOption {
 	}
 }
 
+// Simulation sets what a call of the tool does in a simulated fork
+// (loom.SimulateFork) instead of its effect. A tool with neither a
+// simulation nor ReadOnly ends a simulated run with
+// *loom.SimulationRefusedError when the model calls it.
+func Simulation[In, Out any](fn func(ctx context.Context, in In) (Out, error)) ToolOption {
+	return func(t *Tool) { t.simulate = typedTool(fn) }
+}
+
+// typedTool adapts a typed function to the raw arguments of a call.
+func typedTool[In, Out any](fn func(ctx context.Context, in In) (Out, error)) func(context.Context, json.RawMessage) (any, error) {
+	return func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var in In
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, fmt.Errorf("decoding the arguments: %w", err)
+		}
+		return fn(ctx, in)
+	}
+}
+
 // NewTool defines a tool from a typed function. Its input schema is
 // derived from In (struct fields by their json names; `jsonschema` tags
 // add descriptions and constraints) unless InputSchema gives one.
 func NewTool[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error), opts ...ToolOption) *Tool {
-	t := &Tool{name: name, description: description, toolID: "tool:" + name,
-		invoke: func(ctx context.Context, raw json.RawMessage) (any, error) {
-			var in In
-			if err := json.Unmarshal(raw, &in); err != nil {
-				return nil, fmt.Errorf("decoding the arguments: %w", err)
-			}
-			return fn(ctx, in)
-		}}
+	t := &Tool{name: name, description: description, toolID: "tool:" + name, invoke: typedTool(fn)}
 	for _, o := range opts {
 		o(t)
 	}
@@ -130,14 +143,20 @@ func (t *Tool) task(stepID string) *loom.Task {
 	for ch, s := range t.channels { //loom:order-independent map into map
 		task.Errors[ch] = s
 	}
-	if t.invoke != nil {
-		invoke := t.invoke
-		task.Invoke = func(ctx context.Context, args json.RawMessage) (any, error) {
-			out, err := invoke(ctx, args)
-			return out, asToolError(ctx, err, t.channels)
-		}
-	}
+	task.Invoke = t.recorded(t.invoke)
+	task.Simulate = t.recorded(t.simulate)
 	return task
+}
+
+// recorded wraps fn so its failure is recorded as a toolError outcome.
+func (t *Tool) recorded(fn func(context.Context, json.RawMessage) (any, error)) func(context.Context, json.RawMessage) (any, error) {
+	if fn == nil {
+		return nil
+	}
+	return func(ctx context.Context, args json.RawMessage) (any, error) {
+		out, err := fn(ctx, args)
+		return out, asToolError(ctx, err, t.channels)
+	}
 }
 
 // channelToolError is the channel a tool's own failure is recorded on, so

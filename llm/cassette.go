@@ -75,13 +75,32 @@ type Cassette struct {
 // must exist; in Record mode a missing file starts an empty cassette and an
 // existing one is extended (a recorded digest is served, not re-recorded).
 func OpenCassette(path string, opts CassetteOptions) (*Cassette, error) {
-	c := &Cassette{path: path, opts: opts, byDigest: map[string]int{}}
 	if opts.Mode == Record && opts.Provider == nil {
 		return nil, fmt.Errorf("llm: cassette %s: recording needs the Provider to record", path)
 	}
 	raw, err := os.ReadFile(path)
 	switch {
 	case err == nil:
+		return newCassette(path, raw, opts)
+	case errors.Is(err, os.ErrNotExist) && opts.Mode == Record:
+		return newCassette(path, nil, opts)
+	}
+	return nil, fmt.Errorf("llm: cassette %s: %w (record it first with the Record mode)", path, err)
+}
+
+// ReadCassette is a replaying cassette over data, the bytes of a cassette
+// file (one embedded in a binary, say); name is what its refusals call it.
+func ReadCassette(name string, data []byte, opts CassetteOptions) (*Cassette, error) {
+	if opts.Mode != Replay {
+		return nil, fmt.Errorf("llm: cassette %s: a cassette read from bytes only replays; record into a file with OpenCassette", name)
+	}
+	return newCassette(name, data, opts)
+}
+
+// newCassette decodes a cassette file's bytes (none: an empty cassette).
+func newCassette(path string, raw []byte, opts CassetteOptions) (*Cassette, error) {
+	c := &Cassette{path: path, opts: opts, byDigest: map[string]int{}, file: cassetteFile{Version: CassetteVersion}}
+	if raw != nil {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c.file); err != nil {
@@ -93,10 +112,6 @@ func OpenCassette(path string, opts CassetteOptions) (*Cassette, error) {
 		for i, in := range c.file.Interactions {
 			c.byDigest[in.Digest] = i
 		}
-	case errors.Is(err, os.ErrNotExist) && opts.Mode == Record:
-		c.file = cassetteFile{Version: CassetteVersion}
-	default:
-		return nil, fmt.Errorf("llm: cassette %s: %w (record it first with the Record mode)", path, err)
 	}
 	c.name = c.file.Provider
 	if opts.Provider != nil {
@@ -113,6 +128,22 @@ func OpenCassette(path string, opts CassetteOptions) (*Cassette, error) {
 // under the same tool id as the live one.
 func (c *Cassette) Name() string { return c.name }
 
+// Models lists the models the recorded requests asked for, in the order
+// they were first recorded.
+func (c *Cassette) Models() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	seen := map[string]bool{}
+	for _, in := range c.file.Interactions {
+		if !seen[in.Request.Model] {
+			seen[in.Request.Model] = true
+			out = append(out, in.Request.Model)
+		}
+	}
+	return out
+}
+
 // Len is the number of recorded interactions.
 func (c *Cassette) Len() int {
 	c.mu.Lock()
@@ -127,8 +158,7 @@ func (c *Cassette) Len() int {
 func (c *Cassette) Complete(ctx context.Context, req Request, sink func(Delta)) (Response, error) {
 	sent := req
 	if c.opts.ScrubRequest != nil {
-		req.Messages = append([]Message(nil), req.Messages...) // the scrub edits a copy, never the caller's
-		req = c.opts.ScrubRequest(req)
+		req = c.opts.ScrubRequest(cloneRequest(req)) // the scrub edits a deep copy, never the caller's
 	}
 	digest, err := Digest(req)
 	if err != nil {
@@ -296,6 +326,20 @@ func replayDeltas(resp Response, sink func(Delta)) {
 		sink(Delta{ToolIndex: i, ToolID: tc.ID, ToolName: tc.Name, Arguments: args[:half]})
 		sink(Delta{ToolIndex: i, Arguments: args[half:]})
 	}
+}
+
+// cloneRequest is a deep copy of r (through its JSON form, which is
+// lossless for a Request).
+func cloneRequest(r Request) Request {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return r
+	}
+	var c Request
+	if json.Unmarshal(raw, &c) != nil {
+		return r
+	}
+	return c
 }
 
 func cloneResponse(r Response) Response {

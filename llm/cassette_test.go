@@ -137,3 +137,32 @@ func TestPricesLookup(t *testing.T) {
 		}
 	}
 }
+
+func TestReadCassetteReplaysEmbeddedBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	real := llmtest.NewProvider(t, "gemini")
+	real.Enqueue(llmtest.Text("a", 1, 1))
+	rec, _ := llm.OpenCassette(path, llm.CassetteOptions{Mode: llm.Record, Provider: real})
+	if _, err := rec.Complete(context.Background(), ask("q"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Save(); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	c, err := llm.ReadCassette("embedded planner.json", raw, llm.CassetteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Models(); len(got) != 1 || got[0] != "claude-sonnet-4-5" || c.Name() != "gemini" {
+		t.Fatalf("models %v, name %s", got, c.Name())
+	}
+	_, err = c.Complete(context.Background(), ask("other"), nil)
+	var un *llm.UnrecordedRequestError
+	if !errors.As(err, &un) || un.Path != "embedded planner.json" || llm.Retryable(err) {
+		t.Fatalf("refusal = %v", err)
+	}
+	if _, err := llm.ReadCassette("x", raw, llm.CassetteOptions{Mode: llm.Record, Provider: real}); err == nil {
+		t.Fatal("a cassette read from bytes opened for recording")
+	}
+}

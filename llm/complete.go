@@ -27,10 +27,15 @@ var DefaultRetry = middleware.RetryPolicy{
 
 // Retryable is the retry predicate of a model call: an *Error whose kind
 // another attempt may fix (rate limited, unavailable, malformed), or an
-// attempt that ran out of its own time while the call goes on.
+// attempt that ran out of its own time while the call goes on. A
+// cassette's refusal of a request it does not hold is final.
 func Retryable(err error) bool {
 	if e, ok := asError(err); ok {
 		return e.Kind.Retryable()
+	}
+	var miss *UnrecordedRequestError
+	if errors.As(err, &miss) {
+		return false
 	}
 	return middleware.DefaultRetryable(err)
 }
@@ -124,7 +129,8 @@ func ToolID(provider, model string) string { return "llm:" + provider + "/" + mo
 // spent a typed kind (see Kind) fails the step on that kind's channel —
 // recorded, catchable with FailureOf, and served on replay — and any other
 // failure is an untyped *loom.StepError. Calling the same id with another
-// request fails with *loom.StepReusedError.
+// request fails with *loom.StepReusedError. In a simulated fork (a
+// what-if) the call is made for real: a model call is read-only.
 func Complete(ctx *loom.Context, id string, p Provider, req Request, opts ...CallOption) (Response, error) {
 	c := call{retry: DefaultRetry, prices: DefaultPrices}
 	for _, o := range opts {
@@ -141,7 +147,10 @@ func Complete(ctx *loom.Context, id string, p Provider, req Request, opts ...Cal
 	if c.fullRequest {
 		rec.Request = &req
 	}
-	task := &loom.Task{ID: id, Kind: TaskKind, ToolID: ToolID(p.Name(), req.Model), Errors: channels(),
+	// A model call changes nothing in the world: it is ReadOnly, so a
+	// simulated fork calls the model for real (what-if with another model
+	// or prompt) while its side-effecting steps are simulated.
+	task := &loom.Task{ID: id, Kind: TaskKind, ToolID: ToolID(p.Name(), req.Model), Errors: channels(), ReadOnly: true,
 		Timeout: c.timeout, Retry: &c.retry,
 		Invoke: func(goctx context.Context, _ json.RawMessage) (any, error) {
 			return c.invoke(goctx, p, req)

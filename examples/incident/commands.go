@@ -62,21 +62,32 @@ func cmdStart(c *cli, args []string) (err error) {
 	if err != nil {
 		var te *loom.ExecutionTerminatedError
 		if errors.As(err, &te) {
-			return fmt.Errorf("%s ended (%s) before reaching the approval gate: see incident log %s%s", *id, te.Status, *id, c.dbFlag())
+			if te.Status == fold.StatusCompleted {
+				h, herr := readHistory(c.ctx, s.stores.Events, *id)
+				if sum, ok := h.summary(); herr == nil && ok {
+					fmt.Fprintf(c.stdout, "Completed without asking for approval: %s.\n", describeOutcome(sum))
+					return nil
+				}
+			}
+			return fmt.Errorf("%s ended %s before reaching an approval gate: %s; see incident log %s%s",
+				*id, te.Status, failureText(te.State.Variables.Error), *id, c.dbFlag())
 		}
 		return err
 	}
-	fmt.Fprintf(c.stdout, "Ran in this process: %s.\n", listOrNone(s.fx.invoked()))
+	fmt.Fprintf(c.stdout, "Planner: %s, %s.\n", s.model.toolID(), s.model.source)
+	fmt.Fprintf(c.stdout, "Ran in this process: %s.\n", describeSteps(s.fx.invoked()))
+	fmt.Fprintf(c.stdout, "Model calls this process made: %d.\n", s.fx.modelCalls())
 	h, err := readHistory(c.ctx, s.stores.Events, *id)
 	if err != nil {
 		return err
 	}
-	var choice Choice
-	if _, err := h.decision(decisionRemediation, &choice); err == nil {
-		fmt.Fprintf(c.stdout, "Proposed plan: %s — %s.\n", choice.Plan.Variant, choice.Plan.Action)
+	req, ok := h.pending(st)
+	if !ok {
+		return fmt.Errorf("%s parked on %q, not on an approval gate: see incident status %s%s", *id, st.Variables.SuspendedOn.On, *id, c.dbFlag())
 	}
-	fmt.Fprintf(c.stdout, "Parked at the %s gate (event #%d); it waits up to %s. This process exits now.\n",
-		st.Variables.SuspendedOn.On, st.Sequence, hours(approvalTimeout))
+	fmt.Fprintf(c.stdout, "The planner asks to run: %s.\n", describeCall(h, req))
+	fmt.Fprintf(c.stdout, "Parked at its approval gate %s (event #%d); it waits up to %s. This process exits now.\n",
+		shortGate(req.Gate), st.Sequence, hours(approvalTimeout))
 	fmt.Fprintf(c.stdout, "Next: incident approve %s -by <name>%s   or   incident reject %s -reason <text>%s\n", *id, c.dbFlag(), *id, c.dbFlag())
 	return nil
 }
@@ -104,9 +115,12 @@ func cmdStatus(c *cli, args []string) (err error) {
 		fmt.Fprintf(c.stdout, "Forked from %s\n", chain)
 	}
 	fmt.Fprintf(c.stdout, "Status: %s\n", describeStatus(st, h))
-	var choice Choice
-	if _, err := h.decision(decisionRemediation, &choice); err == nil {
-		fmt.Fprintf(c.stdout, "Plan: %s — %s (%s)\n", choice.Plan.Variant, choice.Plan.Action, choice.Rule)
+	if m := h.modelToolID(); m != "" {
+		fmt.Fprintf(c.stdout, "Planner: agent %q on %s\n", plannerID, m)
+	}
+	req, pending := h.pending(st)
+	if pending {
+		fmt.Fprintf(c.stdout, "Waiting for approval: %s\n", describeCall(h, req))
 	}
 	fmt.Fprintf(c.stdout, "Steps: %s\n", describeFrames(st))
 	fmt.Fprintf(c.stdout, "Events: %d (last #%d)\n", len(h.events), st.Sequence)
@@ -116,9 +130,11 @@ func cmdStatus(c *cli, args []string) (err error) {
 			"  incident resolve %s -done '<its output as JSON>'%s   if it did\n"+
 			"  incident resolve %s -rerun%s                        if it did not (it runs again)\n"+
 			"  (while incident serve runs: loom resolve %s --done OUTPUT | --rerun)\n",
-			park.StepID, stepWorld(park.StepID), id, c.dbFlag(), id, c.dbFlag(), id)
-	case st.Status == fold.StatusSuspended:
-		fmt.Fprintf(c.stdout, "Next: incident approve %s -by <name>%s   or   incident reject %s -reason <text>%s\n", id, c.dbFlag(), id, c.dbFlag())
+			park.StepID, stepWorld(h, park.StepID), id, c.dbFlag(), id, c.dbFlag(), id)
+	case pending:
+		fmt.Fprintf(c.stdout, "Next: incident approve %s -by <name>%s   or   incident reject %s -reason <text>%s\n"+
+			"  (approve -variant scale-out approves another plan; -digest %s answers only this exact call)\n",
+			id, c.dbFlag(), id, c.dbFlag(), req.Digest)
 	case st.Status == fold.StatusRunning:
 		fmt.Fprintf(c.stdout, "Next: nothing to do: a running process drives it, or, if the process that drove it stopped, "+
 			"the next incident command recovers it (incident status %s%s again shows where it got to)\n", id, c.dbFlag())
@@ -127,11 +143,11 @@ func cmdStatus(c *cli, args []string) (err error) {
 }
 
 // stepWorld says where to look to tell whether a step acted.
-func stepWorld(step string) string {
-	switch step {
-	case stepApply:
+func stepWorld(h history, step string) string {
+	switch {
+	case h.toolOf(step) == toolApply:
 		return "was the fix deployed? look at the service's change log"
-	case stepEscalate:
+	case step == stepEscalate:
 		return "was the on-call team paged? look at the ticket queue"
 	}
 	return "look at what it acts on"
@@ -151,6 +167,9 @@ func describeStatus(st fold.State, h history) string {
 				"was recorded, so nobody knows whether it acted; it waits for your verdict", park.StepID, attempt)
 		}
 		s := fmt.Sprintf("suspended at the %s gate, waiting for an answer", park.On)
+		if isApprovalGate(park.On) {
+			s = fmt.Sprintf("suspended at approval gate %s, waiting for an answer", shortGate(park.On))
+		}
 		if park.WakeAt != nil {
 			s += fmt.Sprintf(" (deadline recorded as wakeAt: %s)", time.UnixMilli(*park.WakeAt).UTC().Format(time.RFC3339))
 		}
@@ -160,7 +179,7 @@ func describeStatus(st fold.State, h history) string {
 			return "completed — " + describeOutcome(sum)
 		}
 	case fold.StatusFailed:
-		return "failed: " + string(st.Variables.Error)
+		return "failed: " + failureText(st.Variables.Error)
 	}
 	return string(st.Status)
 }
@@ -187,21 +206,43 @@ func describeOutcome(sum Summary) string {
 	}
 	switch sum.Outcome {
 	case outcomeFixed, outcomeNotRecovered:
-		s := fmt.Sprintf("%s: approved%s; %s (change %s)", sum.Outcome, by, sum.Fix.Detail, sum.Fix.Change)
+		verb := "approved"
+		if sum.Planner.Decision == "edit" {
+			verb = "approved with an edit"
+		}
+		s := fmt.Sprintf("%s: %s%s; %s (change %s)", sum.Outcome, verb, by, sum.Fix.Detail, sum.Fix.Change)
 		if sum.Recovery != nil {
 			s += fmt.Sprintf("; p99 now %dms, %s errors", sum.Recovery.P99Ms, permille(sum.Recovery.ErrorPermille))
 		}
 		return s + simulatedNote(sum.Simulated)
 	case outcomeEscalated:
-		s := fmt.Sprintf("escalated: rejected%s (%s); paged %s, ticket %s", by, sum.Reason, sum.Escalation.Team, sum.Escalation.Ticket)
-		if sum.Escalation.Simulated {
-			s = fmt.Sprintf("escalated: rejected%s (%s); would page %s, ticket %s", by, sum.Reason, sum.Escalation.Team, sum.Escalation.Ticket)
+		what := "rejected" + by
+		if sum.Planner.Decision == "" {
+			what = "no fix applied"
 		}
-		return s + simulatedNote(sum.Simulated)
+		page := "paged"
+		if sum.Escalation.Simulated {
+			page = "would page"
+		}
+		return fmt.Sprintf("escalated: %s (%s); %s %s, ticket %s", what, sum.Reason, page, sum.Escalation.Team, sum.Escalation.Ticket) +
+			simulatedNote(sum.Simulated)
 	}
 	return sum.Outcome
 }
 
+// failureText is a recorded failure's message ({"message": …}), else the
+// raw failure.
+func failureText(raw json.RawMessage) string {
+	var f struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &f) == nil && f.Message != "" {
+		return f.Message
+	}
+	return string(raw)
+}
+
+// simulatedNote marks an outcome reached in simulation.
 func simulatedNote(simulated bool) string {
 	if simulated {
 		return " [simulated: nothing acted for real]"
@@ -296,6 +337,7 @@ func newID(prefix string, n int) string {
 	return prefix + hex.EncodeToString(b)
 }
 
+// listOrNone joins items with commas, or says none.
 func listOrNone(items []string) string {
 	if len(items) == 0 {
 		return "none"

@@ -13,7 +13,7 @@ import (
 // cmdFork copies an execution's log up to a sequence into a new execution.
 func cmdFork(c *cli, args []string) (err error) {
 	fs := flag.NewFlagSet("fork", flag.ContinueOnError)
-	at := fs.Int64("at", -1, "fork after the event at this `sequence` (default: the park at the approval gate)")
+	at := fs.Int64("at", -1, "fork after the event at this `sequence` (default: the park at the first approval gate)")
 	forkID := fs.String("id", "", "the fork's execution `id` (default: <id>-fork- and 4 random hex digits)")
 	simulate := fs.Bool("simulate", true, "drive the fork in simulate mode: steps with side effects run their simulation")
 	pos, err := c.flags(fs, args, "<id>")
@@ -33,7 +33,7 @@ func cmdFork(c *cli, args []string) (err error) {
 	if *at < 0 {
 		_, park, ok := h.park()
 		if !ok {
-			return fmt.Errorf("%s never parked at the approval gate: pass -at SEQ (incident log %s%s lists the sequences)", id, id, c.dbFlag())
+			return fmt.Errorf("%s never parked at an approval gate: pass -at SEQ (incident log %s%s lists the sequences)", id, id, c.dbFlag())
 		}
 		*at = park.Sequence
 	}
@@ -49,11 +49,12 @@ func cmdFork(c *cli, args []string) (err error) {
 	}
 	mode := "for real"
 	if *simulate {
-		mode = "simulated: steps with side effects run their simulation, nothing acts for real"
+		mode = "simulated: steps with side effects run their simulation, nothing acts for real; " +
+			"a step with no simulation (a model call, apply_fix) stops the simulation"
 	}
 	fmt.Fprintf(c.stdout, "Forked %s at #%d into %s (%s). The original is untouched.\n", id, *at, *forkID, mode)
 	fmt.Fprintf(c.stdout, "The fork is %s.\n", describeStatus(st, history{}))
-	if st.Status == fold.StatusSuspended {
+	if st.Status == fold.StatusSuspended && isApprovalGate(st.Variables.SuspendedOn.On) {
 		fmt.Fprintf(c.stdout, "Next: incident approve %s -by <name>%s   or   incident reject %s -reason <text>%s\n", *forkID, c.dbFlag(), *forkID, c.dbFlag())
 	}
 	return nil

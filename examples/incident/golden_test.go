@@ -1,90 +1,93 @@
 package main
 
-// Golden histories of the incident flow (STYLE rule 12), kept beside the
-// kernel's in testdata/histories as incident-*.json, in the same format
-// and replayed by the same harness (internal/goldentest,
-// testdata/histories/README.md): a start and gate answers, replayed by a
-// fresh runtime, under the log-neutral options, and by a new process from
-// every recorded park.
+// Golden histories of the incident flow (STYLE rule 12), one per scenario
+// of record.go, kept in testdata/histories as incident-*.json in the
+// kernel's format (testdata/histories/README.md at the repository root)
+// and replayed by the same harness (internal/goldentest): a start and the
+// approver's answer (or the gate's timer), replayed by a fresh runtime,
+// under the log-neutral options, and by a new process from every park. The
+// planner's model is the committed cassette, so each history also pins the
+// model's recorded answers: a new process at the approval gate must serve
+// the turns before it from the log and never ask the cassette for them.
 //
 // Regenerate with: go test ./examples/incident/ -run Golden -update-histories
 
 import (
+	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/internal/goldentest"
+	"github.com/loom-kernel/loom/middleware"
 )
 
-const goldenDir = "../../testdata/histories"
+// goldenDir holds the incident flow's golden histories.
+const goldenDir = "testdata/histories"
 
-// goldenIncidentCase is one incident history and the script that records it.
-type goldenIncidentCase struct {
-	name        string
-	description string
-	input       Incident
-	answers     []Approval // one per park, in order
-}
+// frozenMeter reads one instant, so a model call meters 0 ms in every run.
+var frozenMeter = middleware.Meter{Now: func() time.Time { return time.Unix(0, 0) }}
 
-var goldenIncidentCases = []goldenIncidentCase{
-	{name: "incident-approved", input: Incident{Service: "checkout", Symptom: "p99 latency above 2s"},
-		answers:     []Approval{{Approved: true, By: "ann"}},
-		description: "the remediation flow: signals, three parallel diagnoses, the model's plan, a recorded decision and emit, the timed approval gate answered yes, the non-idempotent fix"},
-	{name: "incident-rejected", input: Incident{Service: "checkout", Symptom: "p99 latency above 2s"},
-		answers:     []Approval{{Approved: false, By: "bob", Reason: "change freeze"}},
-		description: "the same incident rejected at the gate: the flow escalates instead of applying the fix"},
-	{name: "incident-memory", input: Incident{Service: "search", Symptom: "memory climbing, pods OOM-killed"},
-		answers:     []Approval{{Approved: true, By: "carol"}},
-		description: "the memory scenario: the logs diagnosis wins and the plan is a restart"},
-}
-
-// script is what recording the case does: the start, then each answer.
-func (c goldenIncidentCase) script() []goldentest.Action {
-	script := []goldentest.Action{goldentest.StartWith(c.input)}
-	for _, a := range c.answers {
-		script = append(script, goldentest.Answer(approvalGate, a))
+// script is what recording scenario sc does: the start, then the answers
+// it gives at the gates the committed cassette's planner parks on, or the
+// gate's timer when it gives none.
+func script(t *testing.T, sc scenario) []goldentest.Action {
+	t.Helper()
+	acts := []goldentest.Action{goldentest.StartWith(sc.input)}
+	if sc.answer == nil {
+		return append(acts, goldentest.FireTimer())
 	}
-	return script
+	p, err := play(context.Background(), sc, committedModel(t), "script-"+sc.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, gate := range p.gates {
+		acts = append(acts, goldentest.Answer(gate, p.answers[i]))
+	}
+	return acts
 }
 
 func TestGoldenIncidentHistories(t *testing.T) {
-	fx := &worldCounters{of: map[*goldentest.Env]*effectCounter{}}
+	fx := &worldCounters{of: map[*goldentest.Env]*effectCounter{}, model: committedModel(t)}
 	var names []string
-	for _, c := range goldenIncidentCases {
-		names = append(names, c.name)
-		t.Run(c.name, func(t *testing.T) {
+	for _, sc := range scenarios {
+		name := "incident-" + sc.name
+		names = append(names, name)
+		t.Run(name, func(t *testing.T) {
+			acts := script(t, sc)
 			if goldentest.Updating() {
-				goldentest.Write(t, goldenDir, c.name, flowID, c.description, goldentest.Record(t, fx.flow, nil, c.name, c.script()))
+				goldentest.Write(t, goldenDir, name, flowID, sc.description, goldentest.Record(t, fx.flow, nil, name, acts))
 			}
-			h := goldentest.Load(t, goldenDir, c.name)
-			if h.File.Flow != flowID || h.File.Description != c.description {
-				t.Fatalf("%s holds flow %q, %q; the case says %q, %q: regenerate it if the change is intended",
-					c.name, h.File.Flow, h.File.Description, flowID, c.description)
+			h := goldentest.Load(t, goldenDir, name)
+			if h.File.Flow != flowID || h.File.Description != sc.description {
+				t.Fatalf("%s holds flow %q, %q; the scenario says %q, %q: regenerate it if the change is intended",
+					name, h.File.Flow, h.File.Description, flowID, sc.description)
 			}
-			if err := goldentest.SameActions(h.Actions, c.script()); err != nil || h.ID != c.name {
-				t.Fatalf("%v (execution %q): the case changed since %s was recorded; regenerate it if the change is intended", err, h.ID, c.name)
+			if err := goldentest.SameActions(h.Actions, acts); err != nil || h.ID != name {
+				t.Fatalf("%v (execution %q): the scenario changed since %s was recorded; regenerate it if the change is intended", err, h.ID, name)
 			}
 			if last := h.Events[len(h.Events)-1]; last.Type != event.ExecutionCompleted {
-				t.Fatalf("%s ends with %s, want %s: every incident is answered to its end", c.name, last.Type, event.ExecutionCompleted)
+				t.Fatalf("%s ends with %s, want %s: every incident is answered to its end", name, last.Type, event.ExecutionCompleted)
 			}
 			goldentest.CheckReplay(t, h, fx.flow, nil, goldentest.LogNeutral(nil, true), fx.check)
 		})
 	}
-	goldentest.Claim(t, goldenDir, names, func(name string) bool { return strings.HasPrefix(name, "incident-") })
+	goldentest.Claim(t, goldenDir, names, func(string) bool { return true })
 }
 
 // worldCounters gives the incident flow of each golden world its own
 // effectCounter: the flow reports to one (flow.go), not to the harness's
 // Env, so the world's Env is the key it is found by again.
 type worldCounters struct {
-	mu sync.Mutex
-	of map[*goldentest.Env]*effectCounter
+	mu    sync.Mutex
+	of    map[*goldentest.Env]*effectCounter
+	model model
 }
 
+// counter is the effectCounter of env's world, made on first use.
 func (w *worldCounters) counter(env *goldentest.Env) *effectCounter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -95,11 +98,14 @@ func (w *worldCounters) counter(env *goldentest.Env) *effectCounter {
 }
 
 // flow is the remediation flow of a golden world.
-func (w *worldCounters) flow(env *goldentest.Env) *loom.Flow { return newRemediateFlow(w.counter(env)) }
+func (w *worldCounters) flow(env *goldentest.Env) *loom.Flow {
+	return newRemediateFlow(w.counter(env), w.model)
+}
 
-// check asserts that each step's effect ran once per attempt the replayed
-// part of the log records, and no simulation ran: the steps before the
-// cut were served.
+// check asserts that each step — a tool call, a model call, a flow step —
+// ran once per attempt the replayed part of the log records, and no
+// simulation ran: the steps before the cut were served, and the cassette
+// was asked only for the turns after it.
 func (w *worldCounters) check(t testing.TB, mode string, tail []event.Envelope, env *goldentest.Env) {
 	t.Helper()
 	attempts := map[string]int{}
@@ -113,9 +119,41 @@ func (w *worldCounters) check(t testing.TB, mode string, tail []event.Envelope, 
 		}
 	}
 	fx := w.counter(env)
-	for _, id := range stepOrder {
-		if fx.runs(id) != attempts[id] || fx.simulations(id) != 0 {
-			t.Errorf("%s: step %s ran %d times (%d simulated), the log records %d attempts", mode, id, fx.runs(id), fx.simulations(id), attempts[id])
+	for _, id := range fx.steps() {
+		if fx.simulations(id) != 0 {
+			t.Errorf("%s: step %s ran %d simulations", mode, id, fx.simulations(id))
 		}
 	}
+	for id, n := range attempts { //loom:order-independent each checked alone
+		if fx.runs(id) != n {
+			t.Errorf("%s: step %s ran %d times, the log records %d attempts", mode, id, fx.runs(id), n)
+		}
+	}
+	for _, id := range fx.steps() {
+		if attempts[id] == 0 && fx.runs(id) > 0 {
+			t.Errorf("%s: step %s ran %d times, but the replayed part of the log records no attempt: it was served before", mode, id, fx.runs(id))
+		}
+	}
+}
+
+// committed is the committed cassette, opened once per test binary (a
+// replaying cassette is safe for concurrent use).
+var committed struct {
+	once sync.Once
+	m    model
+	err  error
+}
+
+// committedModel is the planner's model of the demo: the committed
+// cassette, replayed, metering 0 ms per call.
+func committedModel(t testing.TB) model {
+	t.Helper()
+	committed.once.Do(func() {
+		committed.m, committed.err = modelFlags{}.open()
+		committed.m.meter = frozenMeter
+	})
+	if committed.err != nil {
+		t.Fatal(committed.err)
+	}
+	return committed.m
 }

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/loom-kernel/loom/agent"
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/llm"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -57,16 +61,6 @@ type (
 	}
 )
 
-// first returns the first event of type typ at or after sequence from.
-func (h history) first(typ string, from int64) (event.Envelope, bool) {
-	for _, e := range h.events {
-		if e.Sequence >= from && e.Type == typ {
-			return e, true
-		}
-	}
-	return event.Envelope{}, false
-}
-
 // last returns the last event of type typ.
 func (h history) last(typ string) (event.Envelope, bool) {
 	for i := len(h.events) - 1; i >= 0; i-- {
@@ -103,16 +97,27 @@ func (h history) started(from, to int64) []stepStarted {
 
 // startedIDs lists the step ids started in [from, to), in flow order.
 func (h history) startedIDs(from, to int64) []string {
-	seen := map[string]bool{}
-	for _, p := range h.started(from, to) {
-		seen[p.StepID] = true
-	}
 	var ids []string
-	for _, id := range stepOrder {
-		if seen[id] {
-			ids = append(ids, id)
+	for _, p := range h.started(from, to) {
+		if !slices.Contains(ids, p.StepID) {
+			ids = append(ids, p.StepID)
 		}
 	}
+	slices.SortFunc(ids, compareSteps)
+	return ids
+}
+
+// completedBefore lists the steps completed before sequence to, in flow
+// order.
+func (h history) completedBefore(to int64) []string {
+	var ids []string
+	for _, e := range h.events {
+		var p stepCompleted
+		if e.Sequence < to && e.Type == event.StepCompleted && json.Unmarshal(e.Payload, &p) == nil && !slices.Contains(ids, p.StepID) {
+			ids = append(ids, p.StepID)
+		}
+	}
+	slices.SortFunc(ids, compareSteps)
 	return ids
 }
 
@@ -144,21 +149,6 @@ func (h history) output(id string, v any) error {
 	return fmt.Errorf("the log of %s holds no completed step %q", h.id, id)
 }
 
-// decision decodes the recorded choice of decision id into v and returns
-// its event.
-func (h history) decision(id string, v any) (event.Envelope, error) {
-	for _, e := range h.events {
-		if e.Type != event.DecisionRecorded {
-			continue
-		}
-		var p decisionRecorded
-		if json.Unmarshal(e.Payload, &p) == nil && p.DecisionID == id {
-			return e, json.Unmarshal(p.Choice, v)
-		}
-	}
-	return event.Envelope{}, fmt.Errorf("the log of %s holds no decision %q", h.id, id)
-}
-
 // decisionsIn lists the decision ids recorded in [from, to).
 func (h history) decisionsIn(from, to int64) []string {
 	var ids []string
@@ -173,36 +163,90 @@ func (h history) decisionsIn(from, to int64) []string {
 	return ids
 }
 
-// park returns the first EXECUTION_SUSPENDED on the approval gate.
+// park returns the first EXECUTION_SUSPENDED on an approval gate.
 func (h history) park() (executionSuspended, event.Envelope, bool) {
 	for _, e := range h.events {
 		if e.Type != event.ExecutionSuspended {
 			continue
 		}
 		var p executionSuspended
-		if json.Unmarshal(e.Payload, &p) == nil && p.On == approvalGate {
+		if json.Unmarshal(e.Payload, &p) == nil && isApprovalGate(p.On) {
 			return p, e, true
 		}
 	}
 	return executionSuspended{}, event.Envelope{}, false
 }
 
-// answer returns the first recorded answer to the approval gate.
-func (h history) answer() (Approval, event.Envelope, bool) {
+// answer returns the first recorded answer to an approval gate.
+func (h history) answer() (agent.Answer, event.Envelope, bool) {
 	for _, e := range h.events {
 		if e.Type != event.ExecutionResumed {
 			continue
 		}
 		var p executionResumed
-		if json.Unmarshal(e.Payload, &p) != nil || p.EventType != approvalGate {
+		if json.Unmarshal(e.Payload, &p) != nil || !isApprovalGate(p.EventType) {
 			continue
 		}
-		var a Approval
+		var a agent.Answer
 		if json.Unmarshal(p.Payload, &a) == nil {
 			return a, e, true
 		}
 	}
-	return Approval{}, event.Envelope{}, false
+	return agent.Answer{}, event.Envelope{}, false
+}
+
+// approvalRequest returns the last agent.approval.requested for gate.
+func (h history) approvalRequest(gate string) (agent.ApprovalRequest, event.Envelope, bool) {
+	for i := len(h.events) - 1; i >= 0; i-- {
+		e := h.events[i]
+		var r agent.ApprovalRequest
+		if e.Type == agent.ApprovalRequestEvent && json.Unmarshal(e.Payload, &r) == nil && r.Gate == gate {
+			return r, e, true
+		}
+	}
+	return agent.ApprovalRequest{}, event.Envelope{}, false
+}
+
+// pending is the call st is parked waiting to approve, as the log
+// announced it: the gate an answer must name, the tool and its arguments.
+func (h history) pending(st fold.State) (agent.ApprovalRequest, bool) {
+	park := st.Variables.SuspendedOn
+	if st.Status != fold.StatusSuspended || park == nil || !isApprovalGate(park.On) {
+		return agent.ApprovalRequest{}, false
+	}
+	r, _, ok := h.approvalRequest(park.On)
+	return r, ok
+}
+
+// isApprovalGate reports whether gate is one of the agent's approval gates.
+func isApprovalGate(gate string) bool { return strings.HasPrefix(gate, agent.GatePrefix) }
+
+// modelTurn decodes the planner's answer in turn n, and its STEP_STARTED.
+func (h history) modelTurn(n int) (llm.Response, stepStarted, bool) {
+	var r llm.Response
+	p, _, ok := h.stepStart(modelStepID(n))
+	if !ok || h.output(modelStepID(n), &r) != nil {
+		return llm.Response{}, stepStarted{}, false
+	}
+	return r, p, true
+}
+
+// toolOf is the tool a planner step called ("tool:apply_fix" → apply_fix),
+// "" for a step that is no tool call.
+func (h history) toolOf(stepID string) string {
+	p, _, ok := h.stepStart(stepID)
+	if !ok || p.Kind != "tool" {
+		return ""
+	}
+	return strings.TrimPrefix(p.ToolID, "tool:")
+}
+
+// modelToolID is the llm tool id the planner's first turn ran as.
+func (h history) modelToolID() string {
+	if _, p, ok := h.modelTurn(1); ok {
+		return p.ToolID
+	}
+	return ""
 }
 
 // summary decodes the flow's recorded output, when it completed.

@@ -18,22 +18,26 @@ import (
 	"github.com/loom-kernel/loom/store"
 )
 
-// dyingEvents is the event log of a process that dies just after apply-fix
-// acted: the append of its outcome, and every one after it, never happens.
-// What is durable is what a kill -9 at that moment leaves.
+// dyingEvents is the event log of a process that dies just after step
+// dieAfter acted: the append of its outcome, and every one after it, never
+// happens. What is durable is what a kill -9 at that moment leaves.
 type dyingEvents struct {
 	*sqlite.EventStore
-	dead atomic.Bool
+	dieAfter string
+	dead     atomic.Bool
 }
 
+// errDied is what the dying event log answers every append with.
 var errDied = errors.New("the process died")
 
+// check kills the process at the outcome of dieAfter, and refuses
+// every append from then on.
 func (d *dyingEvents) check(evs []event.Envelope) error {
 	for _, e := range evs {
 		var p struct {
 			StepID string `json:"stepId"`
 		}
-		if e.Type == event.StepCompleted && json.Unmarshal(e.Payload, &p) == nil && p.StepID == stepApply {
+		if e.Type == event.StepCompleted && json.Unmarshal(e.Payload, &p) == nil && p.StepID == d.dieAfter {
 			d.dead.Store(true)
 		}
 	}
@@ -43,6 +47,7 @@ func (d *dyingEvents) check(evs []event.Envelope) error {
 	return nil
 }
 
+// Append implements store.EventStore, unless the process died.
 func (d *dyingEvents) Append(ctx context.Context, id string, expected int64, evs []event.Envelope) error {
 	if err := d.check(evs); err != nil {
 		return err
@@ -50,6 +55,7 @@ func (d *dyingEvents) Append(ctx context.Context, id string, expected int64, evs
 	return d.EventStore.Append(ctx, id, expected, evs)
 }
 
+// AppendFenced implements the fenced append, unless the process died.
 func (d *dyingEvents) AppendFenced(ctx context.Context, id string, token, expected int64, evs []event.Envelope) error {
 	if err := d.check(evs); err != nil {
 		return err
@@ -61,15 +67,17 @@ func (d *dyingEvents) AppendFenced(ctx context.Context, id string, token, expect
 // is not "recent activity" to the processes that come after it.
 type dayAgo struct{ mu sync.Mutex }
 
+// Now is a day before the wall clock.
 func (c *dayAgo) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return time.Now().Add(-24 * time.Hour)
 }
 
-// parkInDoubt leaves incident id in db parked in doubt about apply-fix: a
-// process approves it and dies after the fix acted, before its outcome is
-// durable; a later one recovers it, and parks rather than act twice.
+// parkInDoubt leaves incident id in db parked in doubt about the apply_fix
+// call: a process approves it and dies after the fix acted, before its
+// outcome is durable; a later one recovers it, and parks rather than act
+// twice.
 func parkInDoubt(t *testing.T, db, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -78,9 +86,9 @@ func parkInDoubt(t *testing.T, db, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dying := &dyingEvents{EventStore: st.Events.(*sqlite.EventStore)}
+	dying := &dyingEvents{EventStore: st.Events.(*sqlite.EventStore), dieAfter: applyStep}
 	rt, err := loom.New(loom.Config{Events: dying, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
-		Flows: []*loom.Flow{newRemediateFlow(newEffectCounter())}, Durability: loom.StepDurable, Clock: &dayAgo{},
+		Flows: []*loom.Flow{newRemediateFlow(newEffectCounter(), committedModel(t))}, Durability: loom.StepDurable, Clock: &dayAgo{},
 		Recovery: loom.Recovery{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -88,10 +96,12 @@ func parkInDoubt(t *testing.T, db, id string) {
 	if _, err := rt.Start(ctx, flowID, Incident{Service: "checkout", Symptom: "p99 latency above 2s"}, loom.WithExecutionID(id)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.WaitForSuspend(ctx, id); err != nil {
+	parked, err := rt.WaitForSuspend(ctx, id)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Resume(ctx, id, loom.ResumeEvent{EventType: approvalGate, Payload: json.RawMessage(`{"approved":true,"by":"ann"}`)}); err != nil {
+	gate := parked.Variables.SuspendedOn.On
+	if err := rt.Resume(ctx, id, loom.ResumeEvent{EventType: gate, Payload: json.RawMessage(`{"decision":"approve","by":"ann"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rt.WaitForSettled(ctx, id); err == nil {
@@ -102,7 +112,7 @@ func parkInDoubt(t *testing.T, db, id string) {
 		t.Fatal(err)
 	}
 	log := readLogFile(t, db, id)
-	if last := log[len(log)-1]; last.Type != event.StepStarted || !strings.Contains(string(last.Payload), stepApply) {
+	if last := log[len(log)-1]; last.Type != event.StepStarted || !strings.Contains(string(last.Payload), applyStep) {
 		t.Fatalf("the dying process left %s %s last", last.Type, last.Payload)
 	}
 
@@ -116,7 +126,7 @@ func parkInDoubt(t *testing.T, db, id string) {
 		}
 	}()
 	rt, err = loom.New(loom.Config{Events: st.Events, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
-		Flows: []*loom.Flow{newRemediateFlow(newEffectCounter())}, Durability: loom.StepDurable, Recovery: loom.Recovery{Disabled: true}})
+		Flows: []*loom.Flow{newRemediateFlow(newEffectCounter(), committedModel(t))}, Durability: loom.StepDurable, Recovery: loom.Recovery{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,12 +134,13 @@ func parkInDoubt(t *testing.T, db, id string) {
 	if _, err := rt.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	parked, err := rt.WaitForSuspend(ctx, id)
+	parked, err = rt.WaitForSuspend(ctx, id)
 	if err != nil || parked.Variables.SuspendedOn.On != fold.GateInDoubt {
 		t.Fatalf("not parked in doubt: %+v %v", parked.Variables.SuspendedOn, err)
 	}
 }
 
+// readLogFile reads the log of id from the SQLite file db, read-only.
 func readLogFile(t *testing.T, db, id string) []event.Envelope {
 	t.Helper()
 	ro, err := sqlite.OpenReadOnly(db)
@@ -144,8 +155,8 @@ func readLogFile(t *testing.T, db, id string) []event.Envelope {
 	return evs
 }
 
-// TestInDoubtIncident: an incident whose apply-fix was running when its
-// process died is parked in doubt; status says so and what to run; approve
+// TestInDoubtIncident: an incident whose apply_fix call was running when
+// its process died is parked in doubt; status says so and what to run; approve
 // says it is parked in doubt and names resolve (not a schema problem);
 // resolve -rerun runs the fix again and the incident completes.
 func TestInDoubtIncident(t *testing.T) {
@@ -155,8 +166,8 @@ func TestInDoubtIncident(t *testing.T) {
 
 	out := mustRun(t, bin, "status", "inc-doubt", "-db", db)
 	inOrder(t, out,
-		"Status: parked in doubt: step apply-fix attempt 1 started, and the process running it stopped before its outcome was recorded",
-		"Next: check whether apply-fix acted (was the fix deployed? look at the service's change log), then record what you found:",
+		"Status: parked in doubt: step planner/turn:3/tool:0 attempt 1 started, and the process running it stopped before its outcome was recorded",
+		"Next: check whether planner/turn:3/tool:0 acted (was the fix deployed? look at the service's change log), then record what you found:",
 		"incident resolve inc-doubt -done '<its output as JSON>' -db "+db+"   if it did",
 		"incident resolve inc-doubt -rerun -db "+db,
 		"(while incident serve runs: loom resolve inc-doubt --done OUTPUT | --rerun)")
@@ -169,9 +180,9 @@ func TestInDoubtIncident(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"approve", "inc-doubt", "-db", db, "-by", "bob"}, 1, "inc-doubt is parked in doubt, not at the approval gate"},
+		{[]string{"approve", "inc-doubt", "-db", db, "-by", "bob"}, 1, "inc-doubt is parked in doubt, not at an approval gate"},
 		{[]string{"approve", "inc-doubt", "-db", db, "-by", "bob"}, 1, "incident resolve inc-doubt -rerun -db " + db},
-		{[]string{"answer", "inc-doubt", `{"approved":false}`, "-db", db}, 1, "parked in doubt"},
+		{[]string{"answer", "inc-doubt", `{"decision":"reject"}`, "-db", db}, 1, "parked in doubt"},
 		{[]string{"resolve", "inc-doubt", "-db", db}, 2, "give one verdict"},
 		{[]string{"resolve", "inc-doubt", "-db", db, "-done", "deployed"}, 2, "-done takes the step's output as JSON"},
 		{[]string{"resolve", "inc-doubt", "-db", db, "-done", "{}", "-rerun"}, 2, "give one verdict"},
@@ -185,7 +196,8 @@ func TestInDoubtIncident(t *testing.T) {
 		t.Fatalf("refusals appended %d events", after-before)
 	}
 	out = mustRun(t, bin, "resolve", "inc-doubt", "-rerun", "-db", db)
-	inOrder(t, out, "Resolved inc-doubt: apply-fix runs again, as attempt 2", "Ran in this process: apply-fix, verify-recovery.", "Completed: fixed")
+	inOrder(t, out, "Resolved inc-doubt: planner/turn:3/tool:0 runs again, as attempt 2",
+		"Ran in this process: planner turn 3 (tool:0), planner turn 4 (model), verify-recovery.", "Model calls this process made: 1", "Completed: fixed")
 	if _, errOut, code := runBinary(t, bin, "resolve", "inc-doubt", "-rerun", "-db", db); code != 1 || !strings.Contains(errOut, "inc-doubt is not parked in doubt (completed") {
 		t.Fatalf("a second resolve: exit %d %s", code, errOut)
 	}

@@ -1,23 +1,3 @@
-// Command incident is an incident-remediation agent flow on Loom, over an
-// embedded SQLite file: it gathers signals, diagnoses in parallel, asks a
-// scripted offline "model" for a plan, records the decision, and parks at a
-// human approval gate until someone approves or rejects it — from another
-// process, hours later, or never (the gate times out after 24 h).
-//
-//	incident demo                 the whole story, with a real process exit
-//	incident start                start an incident; exits once it is parked
-//	incident status <id>          where an incident is
-//	incident approve <id> -by ann approve the plan (from any process)
-//	incident reject <id> -reason  reject it: the flow escalates instead
-//	incident answer <id> <json>   send a raw answer (checked by the resume schema)
-//	incident resolve <id> -rerun  resolve an in-doubt park (or -done OUTPUT)
-//	incident verify <id>          re-fold the stored log and compare bytes
-//	incident fork <id> [-at seq]  copy the log up to a point into a new branch
-//	incident log <id>             one line per stored event
-//	incident serve -token T       serve the wire ABI for loom start/resume/…
-//
-// Every command takes -db FILE (default incident.db). Exit status: 0 on
-// success, 1 on failure, 2 on a usage error.
 package main
 
 import (
@@ -36,8 +16,10 @@ import (
 	"github.com/loom-kernel/loom/plugins/sqlite"
 )
 
+// defaultDB is the SQLite file every command uses without -db.
 const defaultDB = "incident.db"
 
+// main runs the command line and exits with its status.
 func main() {
 	if code := run(os.Args[1:], os.Stdout, os.Stderr); code != 0 {
 		os.Exit(code)
@@ -50,13 +32,14 @@ type command struct {
 	run              func(c *cli, args []string) error
 }
 
+// commands are the subcommands, in the order help lists them.
 var commands = []command{
-	{"demo", "[-db FILE] [-v]", "run the whole story: start, process exit, approve in a new process, verify, fork", cmdDemo},
-	{"start", "[-db FILE] [-id ID] [-service S] [-symptom TEXT] [-q]", "start an incident; prints its id and exits once it is parked", cmdStart},
-	{"status", "<id> [-db FILE]", "show where an incident is", cmdStatus},
-	{"approve", "<id> [-db FILE] [-by NAME] [-reason TEXT]", "approve the proposed plan and run it to the end", cmdApprove},
-	{"reject", "<id> [-db FILE] [-by NAME] [-reason TEXT]", "reject the plan: the flow escalates instead", cmdReject},
-	{"answer", "<id> <json> [-db FILE]", "send a raw JSON answer to the approval gate", cmdAnswer},
+	{"demo", "[-db FILE] [-v] [-record]", "run the whole story: start, process exit, approve in a new process, verify, fork (-record first refreshes the cassette)", cmdDemo},
+	{"start", "[-db FILE] [-id ID] [-service S] [-symptom TEXT] [-q]", "start an incident; prints its id and exits once the planner parks for approval", cmdStart},
+	{"status", "<id> [-db FILE]", "show where an incident is, and the call waiting for approval", cmdStatus},
+	{"approve", "<id> [-db FILE] [-by NAME] [-reason TEXT] [-variant V] [-digest D]", "approve the pending apply_fix call (-variant: with another plan) and run it to the end", cmdApprove},
+	{"reject", "<id> [-db FILE] [-by NAME] [-reason TEXT] [-digest D]", "reject the pending call: the model is told, and the flow escalates", cmdReject},
+	{"answer", "<id> <json> [-db FILE] [-digest D]", "send a raw JSON answer (agent.Answer) to the pending approval gate", cmdAnswer},
 	{"resolve", "<id> (-done JSON | -rerun) [-db FILE]", "resolve an incident parked in doubt: the step acted (-done, with its output) or must run again (-rerun)", cmdResolve},
 	{"verify", "<id> [-db FILE]", "re-fold the stored log and compare it byte for byte with the runtime's state", cmdVerify},
 	{"fork", "<id> [-db FILE] [-at SEQ] [-id ID] [-simulate=false]", "copy the log up to SEQ (default: the approval gate) into a new execution", cmdFork},
@@ -64,18 +47,22 @@ var commands = []command{
 	{"serve", "[-db FILE] [-addr HOST:PORT] [-token T] [-as NAME]", "serve the Loom wire ABI (JSON-RPC over HTTP, bearer token) until interrupted", cmdServe},
 }
 
-// cli is one invocation: where it writes and which database it uses.
+// cli is one invocation: where it writes, which database it uses and
+// which model plans.
 type cli struct {
 	stdout, stderr io.Writer
 	db             string
+	models         modelFlags
 	ctx            context.Context
 }
 
 // usageError is a mistake in the command line: exit status 2.
 type usageError struct{ msg string }
 
+// Error implements error.
 func (e *usageError) Error() string { return e.msg }
 
+// usagef builds a usage error.
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // run executes one command line and returns the exit status.
@@ -86,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	global := flag.NewFlagSet("incident", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	global.StringVar(&c.db, "db", defaultDB, "SQLite `file` holding the executions")
+	c.models.register(global)
 	if err := global.Parse(args); err != nil || global.NArg() == 0 {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(stdout)
@@ -126,8 +114,9 @@ func (c *cli) exit(cmd command, err error) int {
 	}
 }
 
+// printUsage prints the command summary to w.
 func printUsage(w io.Writer) {
-	fmt.Fprintln(w, "incident — an incident-remediation flow on Loom, with a human approval gate")
+	fmt.Fprintln(w, "incident — an incident-remediation agent on Loom, with a human approval gate on its fix")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "usage: incident <command> [arguments]")
 	fmt.Fprintln(w)
@@ -136,14 +125,19 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Every command works on the SQLite file given by -db (default %s).\n", defaultDB)
+	fmt.Fprintln(w, "The planner's model: by default the committed cassette, replayed offline; -provider scripted")
+	fmt.Fprintln(w, "plans any incident offline; -provider anthropic|openai|gemini [-model M] runs it live with")
+	fmt.Fprintln(w, "ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY. Every command takes these flags.")
 	fmt.Fprintln(w, "Start with:  incident demo")
 }
 
 // flags parses a subcommand's flags, which may come before or after its
-// positional arguments, and returns the positionals. -db is always accepted.
+// positional arguments, and returns the positionals. -db and the model
+// flags (-provider, -model, -cassette) are always accepted.
 func (c *cli) flags(fs *flag.FlagSet, args []string, positionals ...string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&c.db, "db", c.db, "SQLite `file` holding the executions")
+	c.models.register(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -170,11 +164,13 @@ func (c *cli) flags(fs *flag.FlagSet, args []string, positionals ...string) ([]s
 	return pos, nil
 }
 
-// session is an open database and a runtime over it.
+// session is an open database, the planner's model and a runtime over
+// them.
 type session struct {
 	stores sqlite.Stores
 	rt     *loom.Runtime
 	fx     *effectCounter
+	model  model
 }
 
 // open opens the database and a runtime over it. Unless create is set the
@@ -189,6 +185,10 @@ func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) 
 			return nil, fmt.Errorf("no database at %s: start an incident first (incident start -db %s), or pass the right -db", c.db, c.db)
 		}
 	}
+	m, err := c.models.open()
+	if err != nil {
+		return nil, err
+	}
 	st, err := sqlite.Storage(sqlite.StorageOptions{Path: c.db})
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", c.db, err)
@@ -200,7 +200,7 @@ func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) 
 		Branches:   st.Branches,
 		Timers:     st.Timers, // the approval gate's 24h timeout survives restarts
 		Leases:     st.Leases,
-		Flows:      []*loom.Flow{newRemediateFlow(fx)},
+		Flows:      []*loom.Flow{newRemediateFlow(fx, m)},
 		Durability: loom.StepDurable,
 		Logger:     slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		// A one-shot command (status, approve…) must not re-drive a crashed
@@ -214,7 +214,7 @@ func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) 
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	return &session{stores: st, rt: rt, fx: fx}, nil
+	return &session{stores: st, rt: rt, fx: fx, model: m}, nil
 }
 
 // openExecution opens the database and loads execution id's state; on an

@@ -77,6 +77,9 @@ func cmdServe(c *cli, args []string) (err error) {
 // authenticated as the one who answered the gate (APPROVAL_GRANTED).
 type wirePrincipal struct{}
 
+// Authenticate implements loom.ResumeAuthenticator: the principal the
+// wire authenticated, or a refusal for a resume that did not come through
+// it.
 func (wirePrincipal) Authenticate(ctx context.Context, _ string, _ loom.ResumeEvent) (json.RawMessage, error) {
 	p := wire.PrincipalFrom(ctx)
 	if p == nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loom-kernel/loom/agent"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/wire"
 )
@@ -93,10 +94,11 @@ func TestServe(t *testing.T) {
 	_, m = call("s3cret", `{"jsonrpc":"2.0","id":2,"method":"execution.start","params":{"flowId":"incident.remediate",
 		"input":{"service":"checkout","symptom":"p99 latency above 2s"},"executionId":"inc-wire","wait":true}}`)
 	st := m["result"].(map[string]any)["state"].(map[string]any)
-	if st["status"] != "suspended" || st["variables"].(map[string]any)["_suspendedOn"].(map[string]any)["on"] != approvalGate {
+	gate, _ := st["variables"].(map[string]any)["_suspendedOn"].(map[string]any)["on"].(string)
+	if st["status"] != "suspended" || !isApprovalGate(gate) {
 		t.Fatalf("start: %v", m)
 	}
-	_, m = call("s3cret", `{"jsonrpc":"2.0","id":3,"method":"execution.resume","params":{"executionId":"inc-wire","eventType":"approval","payload":{"approved":"yes"}}}`)
+	_, m = call("s3cret", `{"jsonrpc":"2.0","id":3,"method":"execution.resume","params":{"executionId":"inc-wire","eventType":"`+gate+`","payload":{"decision":"yes"}}}`)
 	if code(m) != wire.CodePayloadInvalid {
 		t.Fatalf("an answer off the schema: %v", m)
 	}
@@ -112,14 +114,19 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	_, m = call("s3cret", `{"jsonrpc":"2.0","id":4,"method":"execution.resume","params":{"executionId":"inc-wire","eventType":"approval","payload":{"approved":true,"by":"ann"}}}`)
+	_, m = call("s3cret", `{"jsonrpc":"2.0","id":4,"method":"execution.resume","params":{"executionId":"inc-wire","eventType":"`+gate+`","payload":{"decision":"approve","by":"ann"}}}`)
 	if m["error"] != nil {
 		t.Fatalf("approve: %v", m)
 	}
-	var approval json.RawMessage
+	var approval, turn json.RawMessage
 	for e := range sub.Events() {
-		if e.Type == event.ApprovalGranted {
+		switch e.Type {
+		case event.ApprovalGranted:
 			approval = e.Payload
+		case agent.TurnEvent:
+			if strings.Contains(string(e.Payload), `"approval"`) {
+				turn = e.Payload
+			}
 		}
 		if e.Type == event.ExecutionCompleted {
 			break
@@ -127,6 +134,9 @@ func TestServe(t *testing.T) {
 	}
 	if !strings.Contains(string(approval), `"principal":{"user":"ann"}`) {
 		t.Fatalf("the gate's answer was not recorded as ann's: %s", approval)
+	}
+	if !strings.Contains(string(turn), `"principal":{"user":"ann"}`) {
+		t.Fatalf("the planner's tool-call log does not carry the verified approver: %s", turn)
 	}
 
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {

@@ -8,13 +8,15 @@ import (
 	"github.com/loom-kernel/loom/event"
 )
 
-// The scripted world: what the steps observe and do. Everything here is a
-// pure function of its input — no network, no clock, no randomness — so the
-// demo runs offline and the same incident always tells the same story. A
-// real deployment would put API calls (and a real model) behind the same
-// step definitions; the flow would not change.
+// The scripted world: what the steps and the planner's tools observe and
+// do. Everything here is a pure function of its input — no network, no
+// clock, no randomness — so the same incident always tells the same story.
+// A real deployment would put API calls behind the same step and tool
+// definitions; the flow would not change. (The model is not part of this
+// world: see scriptedmodel.go and the cassette.)
 
-// Signals is what collect-signals gathers about the service.
+// Signals is what collect-signals gathers about the service: the snapshot
+// the planner's diagnose tools read.
 type Signals struct {
 	Service       string   `json:"service"`
 	P99Ms         int      `json:"p99Ms"`
@@ -33,7 +35,7 @@ type Deploy struct {
 	MinutesBeforeOnset int    `json:"minutesBeforeOnset"`
 }
 
-// Diagnosis is one parallel branch's finding.
+// Diagnosis is what one diagnose tool found.
 type Diagnosis struct {
 	Source     string `json:"source"`     // logs, metrics or deploys
 	Suspect    string `json:"suspect"`    // deploy, saturation, memory or none
@@ -43,34 +45,28 @@ type Diagnosis struct {
 	Deploy *Deploy `json:"deploy,omitempty"`
 }
 
-// Plan is one remediation the model proposes.
+// Plan is one remediation propose_fix lists.
 type Plan struct {
 	Variant string `json:"variant"` // rollback, scale-out or restart
 	Action  string `json:"action"`
 	Risk    string `json:"risk"`
 }
 
-// ModelInput is the prompt material of model.propose.
-type ModelInput struct {
-	Incident  Incident    `json:"incident"`
-	Diagnoses []Diagnosis `json:"diagnoses"`
-}
-
-// Proposal is the scripted model's answer.
+// Proposal is what the propose_fix tool answers: the remediation plans for
+// the incident, the one addressing the cause the model named first.
 type Proposal struct {
-	Model string `json:"model"`
-	Text  string `json:"text"`
+	Cause string `json:"cause"`
 	Plans []Plan `json:"plans"`
 }
 
-// FixInput is what apply-fix and verify-recovery act on.
+// FixInput is what verify-recovery checks, and what apply_fix acts on.
 type FixInput struct {
 	Service string  `json:"service"`
 	Plan    Plan    `json:"plan"`
 	Signals Signals `json:"signals"`
 }
 
-// FixResult is the change apply-fix made (or, simulated, would make).
+// FixResult is the change apply_fix made.
 type FixResult struct {
 	Change    string `json:"change"`
 	Detail    string `json:"detail"`
@@ -119,6 +115,7 @@ func scriptedSignals(in Incident) Signals {
 		}}
 }
 
+// diagnoseLogs looks for a telling error in the log lines.
 func diagnoseLogs(s Signals) Diagnosis {
 	d := Diagnosis{Source: "logs", Suspect: "none", Confidence: 10, Finding: "no telling error in the logs"}
 	for _, l := range s.LogLines {
@@ -132,6 +129,7 @@ func diagnoseLogs(s Signals) Diagnosis {
 	return d
 }
 
+// diagnoseMetrics compares latency with its baseline and checks the pool.
 func diagnoseMetrics(s Signals) Diagnosis {
 	ratio := fmt.Sprintf("p99 %dms is %s× its %dms baseline", s.P99Ms, tenths(s.P99Ms*10/max(s.BaselineP99Ms, 1)), s.BaselineP99Ms)
 	if s.PoolInUse >= s.PoolSize {
@@ -142,6 +140,7 @@ func diagnoseMetrics(s Signals) Diagnosis {
 		Finding: fmt.Sprintf("%s; connection pool has headroom (%d/%d)", ratio, s.PoolInUse, s.PoolSize)}
 }
 
+// diagnoseDeploys looks for a rollout in the hour before the onset.
 func diagnoseDeploys(s Signals) Diagnosis {
 	for _, d := range s.Deploys {
 		if d.MinutesBeforeOnset <= 60 {
@@ -152,36 +151,75 @@ func diagnoseDeploys(s Signals) Diagnosis {
 	return Diagnosis{Source: "deploys", Suspect: "none", Confidence: 5, Finding: "no deploy in the hour before the onset"}
 }
 
-// scriptedModel stands in for an LLM: it turns the diagnoses into plans,
-// the most confidently supported first, deterministically and offline.
-func scriptedModel(in ModelInput) Proposal {
-	ds := slices.Clone(in.Diagnoses)
+// diagnoseAll runs the three diagnoses, in source order.
+func diagnoseAll(s Signals) []Diagnosis {
+	return []Diagnosis{diagnoseLogs(s), diagnoseMetrics(s), diagnoseDeploys(s)}
+}
+
+// proposePlans turns the incident's diagnoses into plans: the plan that
+// addresses cause first (when the signals support one), then the plans of
+// the other suspects, most confident first, then a plain restart. Each
+// variant appears once.
+func proposePlans(s Signals, cause string) Proposal {
+	ds := diagnoseAll(s)
 	slices.SortStableFunc(ds, func(a, b Diagnosis) int { return b.Confidence - a.Confidence })
-	svc := in.Incident.Service
 	var plans []Plan
-	seen := map[string]bool{}
-	add := func(p Plan) {
-		if !seen[p.Variant] {
-			seen[p.Variant] = true
+	add := func(p Plan, ok bool) {
+		if ok && !slices.ContainsFunc(plans, func(q Plan) bool { return q.Variant == p.Variant }) {
 			plans = append(plans, p)
 		}
 	}
 	for _, d := range ds {
-		switch d.Suspect {
-		case "deploy":
-			if d.Deploy != nil {
-				add(Plan{Variant: "rollback", Action: fmt.Sprintf("roll back %s from %s to %s", svc, d.Deploy.Version, d.Deploy.Previous), Risk: "low"})
-			}
-		case "saturation":
-			add(Plan{Variant: "scale-out", Action: "double the " + svc + " connection pool and add 2 replicas", Risk: "medium"})
-		case "memory":
-			add(Plan{Variant: "restart", Action: "restart the " + svc + " pods one at a time with a 3Gi memory limit", Risk: "low"})
+		if d.Suspect == cause {
+			add(planForSuspect(s.Service, d))
 		}
 	}
-	add(Plan{Variant: "restart", Action: "restart the " + svc + " pods one at a time", Risk: "low"})
-	text := fmt.Sprintf("Likely cause (from %s, %d%%): %s. Recommended: %s.", ds[0].Source, ds[0].Confidence, ds[0].Finding, plans[0].Action)
-	return Proposal{Model: "model.scripted", Text: text, Plans: plans}
+	for _, d := range ds {
+		add(planForSuspect(s.Service, d))
+	}
+	add(Plan{Variant: "restart", Action: "restart the " + s.Service + " pods one at a time", Risk: "low"}, true)
+	return Proposal{Cause: cause, Plans: plans}
 }
+
+// planForSuspect is the plan that addresses a diagnosis's suspect, if any.
+func planForSuspect(svc string, d Diagnosis) (Plan, bool) {
+	switch d.Suspect {
+	case "deploy":
+		if d.Deploy != nil {
+			return Plan{Variant: "rollback", Action: fmt.Sprintf("roll back %s from %s to %s", svc, d.Deploy.Version, d.Deploy.Previous), Risk: "low"}, true
+		}
+	case "saturation":
+		return Plan{Variant: "scale-out", Action: "double the " + svc + " connection pool and add 2 replicas", Risk: "medium"}, true
+	case "memory":
+		return Plan{Variant: "restart", Action: "restart the " + svc + " pods one at a time with a 3Gi memory limit", Risk: "low"}, true
+	}
+	return Plan{}, false
+}
+
+// planFor is the plan of variant for the incident, as propose_fix lists
+// it; false when the signals support no such plan (no deploy to roll back).
+func planFor(s Signals, variant string) (Plan, bool) {
+	for _, p := range proposePlans(s, "").Plans {
+		if p.Variant == variant {
+			return p, true
+		}
+	}
+	return Plan{}, false
+}
+
+// mostConfident is the diagnosis a careful reader follows: the most
+// confident, the earlier source on a tie.
+func mostConfident(ds []Diagnosis) Diagnosis {
+	return slices.MaxFunc(ds, func(a, b Diagnosis) int {
+		if a.Confidence != b.Confidence {
+			return a.Confidence - b.Confidence
+		}
+		return sourceRank(b.Source) - sourceRank(a.Source) // ties: the earlier source wins
+	})
+}
+
+// sourceRank orders diagnosis sources: logs, metrics, deploys.
+func sourceRank(s string) int { return slices.Index([]string{"logs", "metrics", "deploys"}, s) }
 
 // applyFix "changes production": the change id derives from the step's
 // idempotency key, so a retried attempt of the same change is recognisable.
