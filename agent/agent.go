@@ -148,6 +148,11 @@ type run struct {
 	res    Result
 	start  time.Time
 	warned bool
+	// chain digests the transcript as it grows (one link per message), and
+	// size is its JSON size: both cost O(new messages) per turn. A
+	// compaction starts them again.
+	chain llm.Chain
+	size  int
 }
 
 func newRun(ctx *loom.Context, cfg Config, messages []llm.Message) (*run, error) {
@@ -184,7 +189,7 @@ func newRun(ctx *loom.Context, cfg Config, messages []llm.Message) (*run, error)
 		a.tools[t.name] = t
 		a.defs = append(a.defs, t.Definition())
 	}
-	a.res.Messages = append([]llm.Message(nil), messages...)
+	a.add(messages...)
 	if cfg.Deadline > 0 {
 		a.start = loom.Now(ctx)
 	}
@@ -201,15 +206,16 @@ func (a *run) loop() (Result, error) {
 			return a.res, err
 		}
 		req := llm.Request{Model: a.cfg.Model, System: a.cfg.System, Messages: a.res.Messages, Tools: a.defs, MaxTokens: a.cfg.MaxTokens}
-		a.warnIfLarge(turn, req)
-		resp, err := llm.Complete(a.ctx, a.stepID(turn, "model"), a.cfg.Provider, req, a.cfg.CallOptions...)
+		a.warnIfLarge(turn)
+		opts := append([]llm.CallOption{llm.WithChain(&a.chain)}, a.cfg.CallOptions...)
+		resp, err := llm.Complete(a.ctx, a.stepID(turn, "model"), a.cfg.Provider, req, opts...)
 		if err != nil {
 			return a.res, err
 		}
 		a.res.Turns = turn
 		a.account(resp)
 		a.res.Text = resp.Text
-		a.res.Messages = append(a.res.Messages, resp.Message())
+		a.add(resp.Message())
 		if len(resp.ToolCalls) == 0 {
 			a.res.Stop = StopEnd
 			return a.res, a.record(turn, resp, nil)
@@ -219,11 +225,26 @@ func (a *run) loop() (Result, error) {
 			return a.res, err
 		}
 		a.res.ToolCalls = append(a.res.ToolCalls, entries...)
-		a.res.Messages = append(a.res.Messages, llm.Message{Role: llm.RoleTool, ToolResults: results})
+		a.add(llm.Message{Role: llm.RoleTool, ToolResults: results})
 		if err := a.record(turn, resp, entries); err != nil {
 			return a.res, err
 		}
 	}
+}
+
+// add appends messages to the transcript and counts their bytes.
+func (a *run) add(msgs ...llm.Message) {
+	for _, m := range msgs {
+		a.res.Messages = append(a.res.Messages, m)
+		a.size += len(marshal(m)) + 1
+	}
+}
+
+// reset replaces the transcript (a compaction): its digest chain and size
+// start again.
+func (a *run) reset(msgs []llm.Message) {
+	a.res.Messages, a.chain, a.size = nil, llm.Chain{}, 0
+	a.add(msgs...)
 }
 
 // limit says whether a limit stops the run before turn.

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -82,37 +81,26 @@ const TranscriptWarningEvent = "agent.transcript.large"
 // compact runs the Compactor before turn when the request has grown past
 // CompactAtBytes.
 func (a *run) compact(turn int) error {
-	if a.cfg.Compactor == nil || a.cfg.CompactAtBytes <= 0 || transcriptBytes(a.res.Messages) <= a.cfg.CompactAtBytes {
+	if a.cfg.Compactor == nil || a.cfg.CompactAtBytes <= 0 || a.size <= a.cfg.CompactAtBytes {
 		return nil
 	}
 	msgs, err := a.cfg.Compactor.Compact(a.ctx, a.stepID(turn, "compact"), a.res.Messages)
 	if err != nil {
 		return fmt.Errorf("agent %q: compacting before turn %d: %w", a.cfg.ID, turn, err)
 	}
-	a.res.Messages = msgs
+	a.reset(msgs)
 	return nil
 }
 
 // warnIfLarge records one warning per run when the transcript passes the
 // threshold (a replay's warning matches the recorded one: it is not
 // appended again).
-func (a *run) warnIfLarge(turn int, req llm.Request) {
-	if a.warned || a.cfg.WarnTranscriptBytes < 0 {
-		return
-	}
-	n := transcriptBytes(req.Messages)
-	if n <= a.cfg.WarnTranscriptBytes {
+func (a *run) warnIfLarge(turn int) {
+	if a.warned || a.cfg.WarnTranscriptBytes < 0 || a.size <= a.cfg.WarnTranscriptBytes {
 		return
 	}
 	a.warned = true
-	_ = a.ctx.Emit(TranscriptWarningEvent, map[string]any{"agent": a.cfg.ID, "turn": turn, "bytes": n,
-		"threshold": a.cfg.WarnTranscriptBytes, "hint": "set Config.Compactor and CompactAtBytes, or ToolLog lean"})
-}
-
-func transcriptBytes(msgs []llm.Message) int {
-	raw, err := json.Marshal(msgs)
-	if err != nil {
-		return 0
-	}
-	return len(raw)
+	_ = a.ctx.Emit(TranscriptWarningEvent, map[string]any{"agent": a.cfg.ID, "turn": turn, "bytes": a.size,
+		"threshold": a.cfg.WarnTranscriptBytes,
+		"hint":      "every turn sends the whole transcript to the model: set Config.Compactor and CompactAtBytes"})
 }

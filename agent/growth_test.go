@@ -181,3 +181,36 @@ func TestStreamingDeltasReachTheSinkAndAnEffectToolRuns(t *testing.T) {
 		t.Fatalf("streamed %q", streamed.String())
 	}
 }
+
+// blocking answers nothing until its call's context ends.
+type blocking struct {
+	entered chan struct{}
+	ended   chan error
+}
+
+func (b blocking) Name() string { return "anthropic" }
+func (b blocking) Complete(ctx context.Context, _ llm.Request, _ func(llm.Delta)) (llm.Response, error) {
+	close(b.entered)
+	<-ctx.Done()
+	b.ended <- ctx.Err()
+	return llm.Response{}, ctx.Err()
+}
+
+func TestCancellingTheExecutionStopsTheRunMidCall(t *testing.T) {
+	h := newHarness(t)
+	p := blocking{entered: make(chan struct{}), ended: make(chan error, 1)}
+	rt := h.runtime(triageFlow(p, newRuns(), nil))
+	ctx := context.Background()
+	id, _ := rt.Start(ctx, "triage", "q")
+	<-p.entered
+	if err := rt.Cancel(ctx, id, "the incident resolved itself"); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := rt.WaitForCompletion(ctx, id)
+	if res.Status != "cancelled" {
+		t.Fatalf("status = %s, want cancelled", res.Status)
+	}
+	if err := <-p.ended; err == nil {
+		t.Fatal("the model call's context was not cancelled")
+	}
+}

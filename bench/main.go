@@ -2,8 +2,9 @@
 // PostgreSQL with -postgres, and prints one JSON document to stdout
 // (progress goes to stderr):
 //
-//	go run ./bench [-duration 5s] [-workloads a,b,c,d] [-sync full|normal] [-db-dir DIR]
-//	               [-resume-small 100] [-resume-large 100000] [-resume-reps 5] [-cpuprofile-dir DIR]
+//	go run ./bench [-duration 5s] [-workloads a,b,c,d,e] [-sync full|normal] [-db-dir DIR]
+//	               [-resume-small 100] [-resume-large 100000] [-resume-reps 5]
+//	               [-agent-small 20] [-agent-large 200] [-agent-reps 5] [-cpuprofile-dir DIR]
 //	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c] [-cpuprofile-dir DIR]
 //
 // Every workload is reported beside a raw driver baseline measured in the
@@ -25,10 +26,28 @@
 //	   park in place (StickyParks default); target ≤ 2. cold: a new runtime
 //	   over the reopened SQLite file loads the latest snapshot and replays
 //	   the flow, as a new process would; its ratio is reported, no target
+//	e  agent turns: agent.Run against the Anthropic fake server on loopback
+//	   (plugins/anthropic/anthropictest), a fresh SQLite file per run,
+//	   StepDurable; T turns of one model call answered with one tool call
+//	   (a tool step answering ~2 KiB of JSON), then an answer turn, at two
+//	   sizes (-agent-small, -agent-large tool turns), median of -agent-reps
+//	   runs. Per turn (model call): a, the agent's wall time; b, the same
+//	   requests sent by provider.Complete alone to the fake server; c, the
+//	   raw one-row-per-commit time (measured around each size) times the
+//	   Append calls per turn. overhead = a − b − c, judged at the worse size
+//	   against 5 % of a nominal 50 ms model call (2.5 ms); a/b and the
+//	   large/small per-turn ratios (linearity) are reported beside it. Then,
+//	   per ToolLog mode (full, lean), runs of the large size park after the
+//	   agent: the log's envelope bytes per turn (event.Encode, by event
+//	   kind) and the final state's fold.Encode size, lean/full judged
+//	   against 0.4; and a new runtime over the reopened file resumes each
+//	   one, the agent re-running from the log, which fails the run should
+//	   the fake server get a single request; replay time over the live
+//	   run's is reported, no target
 //
-// Every throughput workload runs on its own fresh SQLite file with the
-// plugin's defaults (event store behind a counting decorator, snapshot
-// store), after a short warm-up.
+// Every throughput workload, and every run of workload e, runs on its own
+// fresh SQLite file with the plugin's defaults (event store behind a
+// counting decorator, snapshot store), after a short warm-up.
 //
 // With -postgres DSN, workloads a, b and c (the default set) run on
 // PostgreSQL instead, each in a fresh schema (loombench_<run hex>_<name>)
@@ -38,10 +57,11 @@
 // per commit on each of 32 connections at once. c is judged against the
 // 100-row rate and also reported beside the 32-connection one, with no
 // target. Every schema the run created is dropped at its end, also on
-// failure. Workload d is SQLite-only (it reopens a database file as a new
-// process would) and is refused with -postgres, as are the SQLite flags. -cpuprofile-dir writes one CPU profile per
-// workload; workload d labels its resumes (pprof -tagfocus phase=resume,
-// and path=warm or path=cold).
+// failure. Workloads d and e are SQLite-only (they reopen a database file
+// as a new process would) and are refused with -postgres, as are the
+// SQLite flags. -cpuprofile-dir writes one CPU profile per workload
+// (a.prof … e.prof); workload d labels its resumes (pprof -tagfocus
+// phase=resume, and path=warm or path=cold).
 //
 // Fold throughput and the SQLite append paths have Go benchmarks in their
 // packages (fold, plugins/sqlite); this harness does not repeat them.
@@ -78,7 +98,7 @@ func main() {
 }
 
 // allWorkloads lists the workloads in the order they run.
-var allWorkloads = []string{"a", "b", "c", "d"}
+var allWorkloads = []string{"a", "b", "c", "d", "e"}
 
 // postgresWorkloads are those that run on PostgreSQL, the default set with
 // -postgres.
@@ -93,6 +113,9 @@ type flags struct {
 	resumeSmall int
 	resumeLarge int
 	resumeReps  int
+	agentSmall  int
+	agentLarge  int
+	agentReps   int
 	profileDir  string
 	postgres    string // DSN; empty for SQLite
 }
@@ -111,7 +134,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.resumeSmall, "resume-small", 100, "workload d: events of the small log")
 	fs.IntVar(&f.resumeLarge, "resume-large", 100_000, "workload d: events of the large log")
 	fs.IntVar(&f.resumeReps, "resume-reps", 5, "workload d: measured resumes of each log along each path, warm and cold (the median is reported)")
-	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … d.prof) into this directory")
+	fs.IntVar(&f.agentSmall, "agent-small", 20, "workload e: tool turns of the small agent run")
+	fs.IntVar(&f.agentLarge, "agent-large", 200, "workload e: tool turns of the large agent run (also of the log and replay runs)")
+	fs.IntVar(&f.agentReps, "agent-reps", 5, "workload e: measured runs of each size, and log runs of each ToolLog mode (the median is reported)")
+	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … e.prof) into this directory")
 	fs.StringVar(&f.postgres, "postgres", "", "run workloads a, b, c on PostgreSQL at this DSN, in fresh schemas dropped at the end "+
 		"(default: SQLite)")
 	if err := fs.Parse(args); err != nil {
@@ -123,7 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	if f.postgres != "" {
 		set := map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-		for _, name := range []string{"sync", "db-dir", "resume-small", "resume-large", "resume-reps"} {
+		for _, name := range []string{"sync", "db-dir", "resume-small", "resume-large", "resume-reps", "agent-small", "agent-large", "agent-reps"} {
 			if set[name] {
 				return flags{}, fmt.Errorf("-%s: SQLite only, not with -postgres", name)
 			}
@@ -149,8 +175,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 			f.workloads = append(f.workloads, w)
 		}
 	}
-	if f.postgres != "" && slices.Contains(f.workloads, "d") {
-		return flags{}, errors.New("-workloads d: workload d runs on SQLite only, not with -postgres")
+	for _, w := range []string{"d", "e"} {
+		if f.postgres != "" && slices.Contains(f.workloads, w) {
+			return flags{}, fmt.Errorf("-workloads %s: workload %s runs on SQLite only, not with -postgres", w, w)
+		}
 	}
 	slices.SortFunc(f.workloads, func(x, y string) int { return slices.Index(allWorkloads, x) - slices.Index(allWorkloads, y) })
 	switch {
@@ -161,6 +189,11 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 			f.resumeSmall, f.resumeLarge, maxResumeEvents)
 	case f.resumeReps < 1 || f.resumeReps > maxResumeRepetitions:
 		return flags{}, fmt.Errorf("-resume-reps %d: want 1..%d", f.resumeReps, maxResumeRepetitions)
+	case f.agentSmall < 1 || f.agentLarge <= f.agentSmall || f.agentLarge > maxAgentTurns:
+		return flags{}, fmt.Errorf("-agent-small %d, -agent-large %d: want 1 <= small < large <= %d",
+			f.agentSmall, f.agentLarge, maxAgentTurns)
+	case f.agentReps < 1 || f.agentReps > maxAgentRepetitions:
+		return flags{}, fmt.Errorf("-agent-reps %d: want 1..%d", f.agentReps, maxAgentRepetitions)
 	}
 	return f, nil
 }
@@ -273,8 +306,17 @@ func runWorkloads(ctx context.Context, f flags, dir string, open storeOpener, ra
 		}
 	}
 	if selected("d") {
-		return profiled(f.profileDir, "d", func() (err error) {
+		err := profiled(f.profileDir, "d", func() (err error) {
 			w.D, err = measureResume(ctx, dir, f.sync, f.resumeSmall, f.resumeLarge, f.resumeReps, progress)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if selected("e") {
+		return profiled(f.profileDir, "e", func() (err error) {
+			w.E, err = measureAgent(ctx, dir, f.sync, f.agentSmall, f.agentLarge, f.agentReps, raw, progress)
 			return err
 		})
 	}

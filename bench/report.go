@@ -82,6 +82,7 @@ type WorkloadReports struct {
 	B *ThroughputReport `json:"b,omitempty"`
 	C *ThroughputReport `json:"c,omitempty"`
 	D *ResumeReport     `json:"d,omitempty"`
+	E *AgentReport      `json:"e,omitempty"`
 }
 
 // Comparison directions of a target.
@@ -190,6 +191,158 @@ type ResumeReport struct {
 	Target     float64 `json:"target"`
 	Comparison string  `json:"comparison"`
 	Met        bool    `json:"met"`
+}
+
+// AgentReport is workload e: the kernel's overhead per agent turn beyond
+// its durable commits, at two sizes, against the provider call on the
+// local fake server in the same run (Small, Large); the tool-call log's
+// bytes per turn in both ToolLog modes (Bytes); and the replay of a parked
+// run with no provider call (Replay). Ratio, Target, Comparison and Met
+// judge the overhead at the worse size as a fraction of a nominal model
+// call of ModelCallMs; Bytes and Replay carry their own figures.
+type AgentReport struct {
+	Description string `json:"description"`
+	// ModelCallMs is the nominal model call the overhead is judged against.
+	ModelCallMs     float64 `json:"modelCallMs"`
+	ToolOutputBytes int     `json:"toolOutputBytes"` // one tool answer's JSON
+	Repetitions     int     `json:"repetitions"`
+	// Baseline names what c is made of; each size has its own samples.
+	Baseline string           `json:"baseline"`
+	Small    AgentTurnsReport `json:"small"`
+	Large    AgentTurnsReport `json:"large"`
+	// Linearity is Large over Small, per turn: near 1 when a turn costs the
+	// same however many came before it.
+	Linearity AgentLinearity `json:"linearity"`
+	// OverheadMsPerTurn is the worse size's; TargetOverheadMs is
+	// Target × ModelCallMs.
+	OverheadMsPerTurn float64 `json:"overheadMsPerTurn"`
+	TargetOverheadMs  float64 `json:"targetOverheadMs"`
+	// Ratio is OverheadMsPerTurn / ModelCallMs, judged against Target.
+	Ratio      float64           `json:"ratio"`
+	Target     float64           `json:"target"`
+	Comparison string            `json:"comparison"`
+	Met        bool              `json:"met"`
+	Bytes      AgentBytesReport  `json:"bytes"`
+	Replay     AgentReplayReport `json:"replay"`
+}
+
+// AgentTurnsReport is the timed runs of one size, per turn (a model call
+// and, but for the answer turn, its tool step). Each figure is the median
+// of the repetitions, whose samples are listed.
+type AgentTurnsReport struct {
+	ToolTurns int `json:"toolTurns"`
+	Turns     int `json:"turns"` // model calls: ToolTurns + 1
+	// AgentMsPerTurn is a: the agent's run, Start → completion.
+	AgentMsPerTurn float64   `json:"agentMsPerTurn"`
+	AgentSamplesMs []float64 `json:"agentSamplesMsPerTurn"`
+	// ProviderMsPerCall is b: the same requests by provider.Complete alone.
+	ProviderMsPerCall float64   `json:"providerMsPerCall"`
+	ProviderSamplesMs []float64 `json:"providerSamplesMsPerCall"`
+	// AppendsPerTurn (the mean of the repetitions: the journal's tail
+	// writes what is queued when it starts, so it varies a little) and
+	// EventsPerTurn are counted by the decorator, the run's start and end
+	// included; TransactionsPerTurn is the writer's.
+	AppendsPerTurn      float64 `json:"appendsPerTurn"`
+	EventsPerTurn       float64 `json:"eventsPerTurn"`
+	TransactionsPerTurn float64 `json:"transactionsPerTurn"`
+	// RawCommitMs is 1000 / the mean of BaselineSamples, the raw
+	// one-row-per-commit rates (rows/s) measured right before and right
+	// after this size's runs; CommitMsPerTurn is c: AppendsPerTurn ×
+	// RawCommitMs.
+	RawCommitMs     float64   `json:"rawCommitMs"`
+	BaselineSamples []float64 `json:"baselineSamples"`
+	CommitMsPerTurn float64   `json:"commitMsPerTurn"`
+	// OverheadMsPerTurn is a − b − c; OverheadFraction its share of the
+	// nominal model call; AgentOverProvider is a/b.
+	OverheadMsPerTurn float64 `json:"overheadMsPerTurn"`
+	OverheadFraction  float64 `json:"overheadFractionOfModelCall"`
+	AgentOverProvider float64 `json:"agentOverProvider"`
+	// LastRequestBytes is the JSON size of the last turn's request: the
+	// transcript every turn sends grows with the turns before it.
+	LastRequestBytes int `json:"lastRequestBytes"`
+}
+
+// AgentLinearity is the large size's per-turn figures over the small
+// size's: a the agent, b the provider alone, a − b the kernel with its
+// commits, and the overhead a − b − c.
+type AgentLinearity struct {
+	AgentMsPerTurn    float64 `json:"agentMsPerTurn"`
+	ProviderMsPerCall float64 `json:"providerMsPerCall"`
+	KernelMsPerTurn   float64 `json:"kernelMsPerTurn"`
+	OverheadMsPerTurn float64 `json:"overheadMsPerTurn"`
+}
+
+// AgentBytesReport is what a run of ToolTurns tool turns records, in each
+// ToolLog mode. Ratio is LeanOverFull (log bytes), judged against Target.
+type AgentBytesReport struct {
+	ToolTurns    int           `json:"toolTurns"`
+	Turns        int           `json:"turns"`
+	Full         AgentLogBytes `json:"full"`
+	Lean         AgentLogBytes `json:"lean"`
+	LeanClaimed  AgentLogBytes `json:"leanClaimCheck"`
+	LeanOverFull float64       `json:"leanOverFull"`
+	// LeanClaimedOverFull is the lean log with the app's claim-check ring
+	// keeping the tool outputs in the content store, over the full log.
+	LeanClaimedOverFull float64 `json:"leanClaimCheckOverFull"`
+	LeanOverFullState   float64 `json:"leanOverFullState"`
+	Ratio               float64 `json:"ratio"`
+	Target              float64 `json:"target"`
+	Comparison          string  `json:"comparison"`
+	Met                 bool    `json:"met"`
+}
+
+// AgentLogBytes is one completed log: its envelopes' event.Encode sizes,
+// in all and by kind (the event type, STEP_* and RESOURCE_METERED split
+// into the turns' model and tool steps), and its final state's fold.Encode
+// size. Per-turn figures divide by the turns (model calls).
+type AgentLogBytes struct {
+	ToolLog           string  `json:"toolLog"`
+	Events            int     `json:"events"`
+	LogBytes          int64   `json:"logBytes"`
+	BytesPerTurn      float64 `json:"bytesPerTurn"`
+	StateBytes        int     `json:"stateBytes"`
+	StateBytesPerTurn float64 `json:"stateBytesPerTurn"`
+	// StateParts splits StateBytes: the frames of the turns' model steps,
+	// of their tool steps and of any other step, the variables, and the
+	// rest; the parts sum to StateBytes.
+	StateParts map[string]int        `json:"stateParts"`
+	ByKind     map[string]*KindBytes `json:"byKind"`
+}
+
+// KindBytes is one kind of event's part of a log; Share is of LogBytes.
+type KindBytes struct {
+	Events       int     `json:"events"`
+	Bytes        int64   `json:"bytes"`
+	PayloadBytes int64   `json:"payloadBytes"`
+	BytesPerTurn float64 `json:"bytesPerTurn"`
+	Share        float64 `json:"share"`
+}
+
+// AgentReplayReport is the replay of parked runs by a new runtime over
+// the reopened file. ProviderRequests is the requests the fake server got
+// during every replay: always 0, since one fails the run.
+type AgentReplayReport struct {
+	ToolTurns        int             `json:"toolTurns"`
+	Turns            int             `json:"turns"`
+	Repetitions      int             `json:"repetitions"`
+	ProviderRequests int             `json:"providerRequests"`
+	Full             AgentReplayMode `json:"full"`
+	Lean             AgentReplayMode `json:"lean"`
+	LeanClaimed      AgentReplayMode `json:"leanClaimCheck"`
+}
+
+// AgentReplayMode is one ToolLog mode's replays, medians and samples:
+// LiveMs is Start → park durable, ReplayMs the new runtime's Resume →
+// completion (the snapshot load, the agent re-run from the log, the end),
+// Ratio ReplayMs / LiveMs; OpenMs, reopening the file and building the
+// runtime, is outside ReplayMs.
+type AgentReplayMode struct {
+	LiveMs          float64   `json:"liveMs"`
+	ReplayMs        float64   `json:"replayMs"`
+	Ratio           float64   `json:"ratio"`
+	OpenMs          float64   `json:"openMs"`
+	LiveSamplesMs   []float64 `json:"liveSamplesMs"`
+	ReplaySamplesMs []float64 `json:"replaySamplesMs"`
 }
 
 // judge sets the baseline (its name, value and samples) and the ratio

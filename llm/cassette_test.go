@@ -3,6 +3,7 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +165,32 @@ func TestReadCassetteReplaysEmbeddedBytes(t *testing.T) {
 	}
 	if _, err := llm.ReadCassette("x", raw, llm.CassetteOptions{Mode: llm.Record, Provider: real}); err == nil {
 		t.Fatal("a cassette read from bytes opened for recording")
+	}
+}
+
+func TestAChainDigestsAGrowingConversationAsDigestDoes(t *testing.T) {
+	req := ask("first")
+	var c llm.Chain
+	for i := range 5 {
+		if err := c.Extend(req.Messages); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Digest(req)
+		want, _ := llm.Digest(req)
+		if err != nil || got != want {
+			t.Fatalf("turn %d: chain %s (%v), Digest %s", i, got, err, want)
+		}
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Text: fmt.Sprint("answer ", i)}, llm.UserText("more"))
+	}
+	other := req
+	other.Messages = append([]llm.Message(nil), req.Messages...)
+	other.Messages[1].Text = "a different answer"
+	a, _ := llm.Digest(req)
+	b, _ := llm.Digest(other)
+	if a == b {
+		t.Fatal("two conversations that differ in one message have one digest")
+	}
+	if err := c.Extend(req.Messages[:2]); err == nil {
+		t.Fatal("a chain extended by a shorter conversation")
 	}
 }

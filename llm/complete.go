@@ -9,7 +9,6 @@ import (
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/effect"
-	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/middleware"
 )
 
@@ -44,6 +43,7 @@ func Retryable(err error) bool {
 type CallOption func(*call)
 
 type call struct {
+	chain       *Chain
 	sink        func(Delta)
 	retry       middleware.RetryPolicy
 	prices      Prices
@@ -75,6 +75,14 @@ func WithPrices(table Prices) CallOption { return func(c *call) { c.prices = tab
 // shows every prompt, at the cost of the conversation's size per turn.
 func RecordRequest() CallOption { return func(c *call) { c.fullRequest = true } }
 
+// WithChain digests the request through chain, which holds the digest of
+// the conversation so far: only the messages added since its last call are
+// hashed, so a long conversation costs O(new messages) per turn rather than
+// O(all of them). chain must have seen exactly a prefix of req.Messages
+// (the agent loop keeps one per run and starts a new one after a
+// compaction); the digest is the same as Digest(req).
+func WithChain(chain *Chain) CallOption { return func(c *call) { c.chain = chain } }
+
 // Timeout bounds each attempt of the call.
 func Timeout(d time.Duration) CallOption { return func(c *call) { c.timeout = d } }
 
@@ -92,20 +100,6 @@ type CallRecord struct {
 	Messages int      `json:"messages"`
 	Tools    int      `json:"tools,omitempty"`
 	Request  *Request `json:"request,omitempty"`
-}
-
-// Digest is the request's identity: "sha256:" and the hex SHA-256 of its
-// canonical JSON (RFC 8785), the same in every process and language.
-func Digest(req Request) (string, error) {
-	raw, err := json.Marshal(req)
-	if err != nil {
-		return "", fmt.Errorf("llm: encoding the request: %w", err)
-	}
-	canon, err := event.Canonical(raw)
-	if err != nil {
-		return "", fmt.Errorf("llm: the request is not canonical JSON: %w", err)
-	}
-	return event.SHA256(canon), nil
 }
 
 // ToolID is the effect id a model call is authorized and recorded as:
@@ -139,7 +133,7 @@ func Complete(ctx *loom.Context, id string, p Provider, req Request, opts ...Cal
 	if p == nil {
 		return Response{}, fmt.Errorf("llm: complete %q: no provider", id)
 	}
-	digest, err := Digest(req)
+	digest, err := c.digest(req)
 	if err != nil {
 		return Response{}, err
 	}
@@ -164,6 +158,17 @@ func Complete(ctx *loom.Context, id string, p Provider, req Request, opts ...Cal
 		return Response{}, fmt.Errorf("llm: complete %q: decoding the recorded response: %w", id, err)
 	}
 	return resp, nil
+}
+
+// digest is the request's digest, through the call's chain when it has one.
+func (c *call) digest(req Request) (string, error) {
+	if c.chain == nil {
+		return Digest(req)
+	}
+	if err := c.chain.Extend(req.Messages); err != nil {
+		return "", err
+	}
+	return c.chain.Digest(req)
 }
 
 // invoke is one attempt: the provider call, inside a metering ring of its

@@ -305,11 +305,14 @@ func TestGateOverTheWire(t *testing.T) {
 		s, err := ctx.Select(loom.OnGate("sign"), loom.OnMessage("news"), loom.OnTimer(time.Hour))
 		return s.Index, err
 	}, loom.WithResumeSchema("sign", `{"type":"boolean"}`))
+	family := loom.NewFlow("family", func(ctx *loom.Context, _ struct{}) (bool, error) {
+		return loom.Suspend[bool](ctx, "approve.deploy:3f9a")
+	}, loom.WithResumeSchema("approve.*", `{"type":"boolean"}`))
 	events := memstore.NewEventStore()
-	_, c := serve(t, loom.Config{Events: events, Timers: memstore.NewTimerStore(), Flows: []*loom.Flow{timed, either, orderFlow()},
+	_, c := serve(t, loom.Config{Events: events, Timers: memstore.NewTimerStore(), Flows: []*loom.Flow{timed, either, family, orderFlow()},
 		Features: loom.Features{Inbox: true}, ResumeAuthenticator: principalAuth{}})
 	ctx := testCtx(t)
-	for _, s := range []wire.StartParams{{FlowID: "timed", ExecutionID: "t-1"}, {FlowID: "either", ExecutionID: "e-1"}} {
+	for _, s := range []wire.StartParams{{FlowID: "timed", ExecutionID: "t-1"}, {FlowID: "either", ExecutionID: "e-1"}, {FlowID: "family", ExecutionID: "f-1"}} {
 		s.Wait = true
 		if _, err := c.Start(ctx, s); err != nil {
 			t.Fatal(err)
@@ -322,6 +325,10 @@ func TestGateOverTheWire(t *testing.T) {
 	if g.Gate == nil || g.Gate.Kind != wire.GateNamed || g.Gate.On != "sign" || string(g.Gate.Schema) != `{"type":"boolean"}` ||
 		g.Gate.WakeAt == nil || g.Gate.TimeoutMs == nil || *g.Gate.TimeoutMs != time.Hour.Milliseconds() {
 		t.Fatalf("a timed gate: %+v %+v", g, g.Gate)
+	}
+	// A gate of a family ("approve.*") shows the family's schema.
+	if g, err = c.Gate(ctx, wire.GateParams{ExecutionID: "f-1"}); err != nil || g.Gate == nil || string(g.Gate.Schema) != `{"type":"boolean"}` {
+		t.Fatalf("a gate of a family: %+v %v", g, err)
 	}
 	g, err = c.Gate(ctx, wire.GateParams{ExecutionID: "e-1"})
 	if err != nil {
