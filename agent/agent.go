@@ -2,7 +2,6 @@ package agent
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -156,36 +155,20 @@ type run struct {
 }
 
 func newRun(ctx *loom.Context, cfg Config, messages []llm.Message) (*run, error) {
-	if cfg.ID == "" || cfg.Provider == nil || cfg.Model == "" {
-		return nil, errors.New("agent: a Config needs an ID, a Provider and a Model")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	switch {
-	case cfg.MaxTurns == 0:
+	if cfg.MaxTurns == 0 {
 		cfg.MaxTurns = DefaultMaxTurns
-	case cfg.MaxTurns < 0 || cfg.MaxTurns > MaxTurnsLimit:
-		return nil, fmt.Errorf("agent %q: MaxTurns %d is outside 1..%d", cfg.ID, cfg.MaxTurns, MaxTurnsLimit)
 	}
-	switch cfg.ToolLog {
-	case "":
+	if cfg.ToolLog == "" {
 		cfg.ToolLog = ToolLogFull
-	case ToolLogFull, ToolLogLean:
-	default:
-		return nil, fmt.Errorf("agent %q: ToolLog %q is neither full nor lean", cfg.ID, cfg.ToolLog)
 	}
 	if cfg.WarnTranscriptBytes == 0 {
 		cfg.WarnTranscriptBytes = DefaultWarnTranscriptBytes
 	}
 	a := &run{ctx: ctx, cfg: cfg, tools: map[string]*Tool{}}
 	for _, t := range cfg.Tools {
-		if t == nil || t.name == "" {
-			return nil, fmt.Errorf("agent %q: a tool without a name", cfg.ID)
-		}
-		if _, dup := a.tools[t.name]; dup {
-			return nil, fmt.Errorf("agent %q: two tools named %q", cfg.ID, t.name)
-		}
-		if t.err != nil {
-			return nil, fmt.Errorf("agent %q: tool %q: %w", cfg.ID, t.name, t.err)
-		}
 		a.tools[t.name] = t
 		a.defs = append(a.defs, t.Definition())
 	}
@@ -194,6 +177,54 @@ func newRun(ctx *loom.Context, cfg Config, messages []llm.Message) (*run, error)
 		a.start = loom.Now(ctx)
 	}
 	return a, nil
+}
+
+// ConfigError is a Config that cannot run: which field, and why.
+type ConfigError struct {
+	Agent  string
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("agent %q: %s: %s", e.Agent, e.Field, e.Reason)
+}
+
+// Validate checks cfg as Run will, without running anything: call it where
+// the flow is built, so a bad Config fails the program's start instead of
+// an execution. The error is a *ConfigError.
+func (cfg Config) Validate() error {
+	bad := func(field, reason string) error { return &ConfigError{Agent: cfg.ID, Field: field, Reason: reason} }
+	switch {
+	case cfg.ID == "":
+		return bad("ID", "empty: name the agent (its step ids start with it)")
+	case cfg.Provider == nil:
+		return bad("Provider", "nil: give it an llm.Provider (a plugin, a cassette)")
+	case cfg.Model == "":
+		return bad("Model", "empty: name the model to ask")
+	case cfg.MaxTurns < 0 || cfg.MaxTurns > MaxTurnsLimit:
+		return bad("MaxTurns", fmt.Sprintf("%d is outside 1..%d (0 is %d)", cfg.MaxTurns, MaxTurnsLimit, DefaultMaxTurns))
+	case cfg.ToolLog != "" && cfg.ToolLog != ToolLogFull && cfg.ToolLog != ToolLogLean:
+		return bad("ToolLog", fmt.Sprintf("%q is neither full nor lean", cfg.ToolLog))
+	}
+	seen := map[string]bool{}
+	for i, t := range cfg.Tools {
+		switch {
+		case t == nil || t.name == "":
+			return bad(fmt.Sprintf("Tools[%d]", i), "a tool without a name")
+		case seen[t.name]:
+			return bad(fmt.Sprintf("Tools[%d]", i), fmt.Sprintf("a second tool named %q", t.name))
+		case t.err != nil:
+			return bad(fmt.Sprintf("Tools[%d]", i), fmt.Sprintf("tool %q: %v", t.name, t.err))
+		case t.invoke == nil && t.toolID == "":
+			return bad(fmt.Sprintf("Tools[%d]", i), fmt.Sprintf("tool %q runs nothing: build it with NewTool or EffectTool", t.name))
+		}
+		if _, err := t.validate(json.RawMessage("{}")); err != nil && !isInvalid(err) {
+			return bad(fmt.Sprintf("Tools[%d]", i), err.Error())
+		}
+		seen[t.name] = true
+	}
+	return nil
 }
 
 func (a *run) loop() (Result, error) {

@@ -105,6 +105,25 @@ func (h *harness) runtime(flows ...*loom.Flow) *loom.Runtime {
 	return rt
 }
 
+// runAgent runs cfg as the whole of a flow "f", to its end.
+func (h *harness) runAgent(cfg agent.Config) loom.Result {
+	h.t.Helper()
+	flow := loom.NewFlow("f", func(ctx *loom.Context, _ struct{}) (agent.Result, error) {
+		return agent.Run(ctx, cfg, llm.UserText("q"))
+	})
+	rt := h.runtime(flow)
+	ctx := context.Background()
+	id, err := rt.Start(ctx, "f", nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	res, err := rt.WaitForCompletion(ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
 func (h *harness) events(id string) []event.Envelope {
 	evs, err := h.stores.Events.ReadFrom(context.Background(), id, 0)
 	if err != nil {
@@ -335,7 +354,12 @@ func TestInvalidConfigsAreRefused(t *testing.T) {
 		{ID: "a", Provider: p, Model: "m", MaxTurns: -1},
 		{ID: "a", Provider: p, Model: "m", ToolLog: "tiny"},
 		{ID: "a", Provider: p, Model: "m", Tools: []*agent.Tool{dup, dup}},
+		{ID: "a", Provider: p, Model: "m", Tools: []*agent.Tool{agent.EffectTool("t", "", "x", json.RawMessage(`{"type":5}`))}},
 	} {
+		var ce *agent.ConfigError
+		if err := cfg.Validate(); !errors.As(err, &ce) {
+			t.Errorf("Validate(%+v) = %v, want a *agent.ConfigError", cfg, err)
+		}
 		h := newHarness(t)
 		flow := loom.NewFlow("f", func(ctx *loom.Context, _ struct{}) (agent.Result, error) { return agent.Run(ctx, cfg) })
 		rt := h.runtime(flow)

@@ -49,16 +49,7 @@ func TestTheDeadlineStopsTheRunOnTheRecordedClock(t *testing.T) {
 		p.Enqueue(llmtest.Calls(1, 1, "slow", `{}`))
 	}
 	cfg := agent.Config{ID: "a", Provider: p, Model: "m", Tools: []*agent.Tool{slow}, Deadline: 150 * time.Second}
-	flow := loom.NewFlow("f", func(ctx *loom.Context, _ struct{}) (agent.Result, error) {
-		return agent.Run(ctx, cfg, llm.UserText("q"))
-	})
-	rt := h.runtime(flow)
-	ctx := context.Background()
-	id, _ := rt.Start(ctx, "f", nil)
-	res, err := rt.WaitForCompletion(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := h.runAgent(cfg)
 	// Before turn 2 one minute has passed, before turn 3 two, before turn 4
 	// three: past the 2.5-minute deadline.
 	if r := result(t, res.Output); r.Stop != agent.StopDeadline || r.Turns != 3 {
@@ -124,16 +115,7 @@ func TestAClaimedToolOutputIsToldToTheModelFromTheContentStore(t *testing.T) {
 	p := llmtest.NewProvider(t, "anthropic")
 	p.Enqueue(llmtest.Calls(1, 1, "dump", `{}`), llmtest.Text("done", 1, 1))
 	cfg := agent.Config{ID: "a", Provider: p, Model: "m", Tools: []*agent.Tool{dump}, Content: content}
-	flow := loom.NewFlow("f", func(ctx *loom.Context, _ struct{}) (agent.Result, error) {
-		return agent.Run(ctx, cfg, llm.UserText("q"))
-	})
-	rt := h.runtime(flow)
-	ctx := context.Background()
-	id, _ := rt.Start(ctx, "f", nil)
-	res, err := rt.WaitForCompletion(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := h.runAgent(cfg)
 	told := p.Requests()[1].Request.Messages[2].ToolResults[0].Content
 	want, _ := json.Marshal(big)
 	if told != string(want) {
@@ -164,16 +146,7 @@ func TestStreamingDeltasReachTheSinkAndAnEffectToolRuns(t *testing.T) {
 			streamed.WriteString(d.Text)
 			mu.Unlock()
 		})}}
-	flow := loom.NewFlow("f", func(ctx *loom.Context, _ struct{}) (agent.Result, error) {
-		return agent.Run(ctx, cfg, llm.UserText("q"))
-	})
-	rt := h.runtime(flow)
-	ctx := context.Background()
-	id, _ := rt.Start(ctx, "f", nil)
-	res, err := rt.WaitForCompletion(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := h.runAgent(cfg)
 	if r := result(t, res.Output); r.ToolCalls[0].Status != agent.StatusOK || string(r.ToolCalls[0].Output) != `{"paged":true}` {
 		t.Fatalf("entry = %+v", r.ToolCalls[0])
 	}

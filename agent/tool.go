@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -134,6 +135,13 @@ func (t *Tool) validate(args json.RawMessage) (json.RawMessage, error) {
 		args = json.RawMessage("{}")
 	}
 	return t.compiled.Parse(args)
+}
+
+// isInvalid reports whether err is arguments failing the tool's schema
+// (as opposed to the schema itself failing to compile).
+func isInvalid(err error) bool {
+	var ie *schema.InvalidError
+	return errors.As(err, &ie)
 }
 
 // task is the durable step of one call.

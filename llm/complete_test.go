@@ -56,6 +56,32 @@ func (w *world) events(id string) []event.Envelope {
 	return evs
 }
 
+// parkThenResume is two processes: the first starts flow and runs it to its
+// "go" gate, the second resumes it there and runs it to the end (every
+// recorded call served from the log).
+func (w *world) parkThenResume(flow func() *loom.Flow, input any) (string, loom.Result) {
+	w.t.Helper()
+	ctx := context.Background()
+	rt := w.runtime(flow())
+	id, err := rt.Start(ctx, flow().ID, input)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := rt.WaitForSuspend(ctx, id); err != nil {
+		w.t.Fatal(err)
+	}
+	_ = rt.Close()
+	rt2 := w.runtime(flow())
+	if err := rt2.Resume(ctx, id, loom.ResumeEvent{EventType: "go"}); err != nil {
+		w.t.Fatal(err)
+	}
+	res, err := rt2.WaitForCompletion(ctx, id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return id, res
+}
+
 func ofType(evs []event.Envelope, typ string) []event.Envelope {
 	var out []event.Envelope
 	for _, e := range evs {
@@ -89,26 +115,8 @@ func TestCompleteRecordsTheResponseAndReplayNeverCallsTheProvider(t *testing.T) 
 	w := newWorld(t, nil)
 	p := llmtest.NewProvider(t, "anthropic")
 	p.Enqueue(llmtest.Text("roll back v42", 1000, 200))
-	ctx := context.Background()
-	rt := w.runtime(askThenGate(p))
-	id, err := rt.Start(ctx, "ask", "what now?")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rt.WaitForSuspend(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	_ = rt.Close()
-
 	// A second process resumes: the flow re-runs, the call is served.
-	rt2 := w.runtime(askThenGate(p))
-	if err := rt2.Resume(ctx, id, loom.ResumeEvent{EventType: "go"}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := rt2.WaitForCompletion(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, res := w.parkThenResume(func() *loom.Flow { return askThenGate(p) }, "what now?")
 	if string(res.Output) != `"roll back v42"` {
 		t.Fatalf("output = %s", res.Output)
 	}
@@ -239,32 +247,20 @@ func TestCompleteTypedFailureIsCaughtAndServedOnReplay(t *testing.T) {
 	w := newWorld(t, nil)
 	p := llmtest.NewProvider(t, "gemini")
 	p.Enqueue(llmtest.Reply{Fail: llm.KindContextOverflow, Message: "input too long"})
-	flow := loom.NewFlow("catch", func(ctx *loom.Context, _ struct{}) (string, error) {
-		_, err := llm.Complete(ctx, "model", p, ask("a very long prompt"))
-		f, ok := llm.FailureOf(err)
-		if !ok {
-			return "", err
-		}
-		if _, err := ctx.Suspend("go"); err != nil {
-			return "", err
-		}
-		return string(f.Kind) + ": " + f.Message, nil
-	})
-	ctx := context.Background()
-	rt := w.runtime(flow)
-	id, _ := rt.Start(ctx, "catch", nil)
-	if _, err := rt.WaitForSuspend(ctx, id); err != nil {
-		t.Fatal(err)
+	flow := func() *loom.Flow {
+		return loom.NewFlow("catch", func(ctx *loom.Context, _ struct{}) (string, error) {
+			_, err := llm.Complete(ctx, "model", p, ask("a very long prompt"))
+			f, ok := llm.FailureOf(err)
+			if !ok {
+				return "", err
+			}
+			if _, err := ctx.Suspend("go"); err != nil {
+				return "", err
+			}
+			return string(f.Kind) + ": " + f.Message, nil
+		})
 	}
-	_ = rt.Close()
-	rt2 := w.runtime(flow)
-	if err := rt2.Resume(ctx, id, loom.ResumeEvent{EventType: "go"}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := rt2.WaitForCompletion(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, res := w.parkThenResume(flow, nil)
 	if string(res.Output) != `"contextOverflow: input too long"` {
 		t.Fatalf("output = %s", res.Output)
 	}
@@ -360,20 +356,9 @@ func TestFallbackRecordsTheMoveAndReplaysWithoutCallingEither(t *testing.T) {
 		}
 		return c.String() + ": " + resp.Text, nil
 	})
-	ctx := context.Background()
-	rt := w.runtime(flow)
-	id, _ := rt.Start(ctx, "fb", nil)
-	if _, err := rt.WaitForSuspend(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	_ = rt.Close()
-	rt2 := w.runtime(flow)
-	if err := rt2.Resume(ctx, id, loom.ResumeEvent{EventType: "go"}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := rt2.WaitForCompletion(ctx, id)
-	if err != nil || string(res.Output) != `"openai/gpt-4.1: from the backup"` {
-		t.Fatalf("result %s, %v", res.Output, err)
+	_, res := w.parkThenResume(func() *loom.Flow { return flow }, nil)
+	if string(res.Output) != `"openai/gpt-4.1: from the backup"` {
+		t.Fatalf("result %s", res.Output)
 	}
 	if len(primary.Requests()) != 1 || len(backup.Requests()) != 1 {
 		t.Fatalf("requests: primary %d, backup %d; want 1 each", len(primary.Requests()), len(backup.Requests()))
