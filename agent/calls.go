@@ -153,7 +153,15 @@ func (a *run) runAll(runs []*pending) error {
 // model sees; a failure on a declared channel, or the run's end, is the
 // run's error.
 func (a *run) call(c *loom.Context, p *pending) error {
-	out, err := c.Execute(p.tool.task(p.entry.StepID), p.args)
+	var input any = p.args
+	if p.tool.shape != nil {
+		shaped, err := p.tool.shape(p.args)
+		if err != nil {
+			return fmt.Errorf("agent %q: shaping the input of %s: %w", a.cfg.ID, p.entry.StepID, err)
+		}
+		input = shaped
+	}
+	out, err := c.Execute(p.tool.task(p.entry.StepID), input)
 	if err == nil {
 		// Canonical bytes: the model is told the same text live and on a
 		// replay from a store that re-encodes JSON (PostgreSQL's jsonb), so

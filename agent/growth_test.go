@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -129,13 +130,19 @@ func TestAClaimedToolOutputIsToldToTheModelFromTheContentStore(t *testing.T) {
 func TestStreamingDeltasReachTheSinkAndAnEffectToolRuns(t *testing.T) {
 	h := newHarness(t)
 	reg, err := effect.NewRegistry(map[string]effect.Func{"pager.page": func(ec *effect.Context, in json.RawMessage) (json.RawMessage, error) {
+		if string(in) != `{"args":{},"team":"sre"}` || ec.ToolID != "pager.page:sre" {
+			return nil, fmt.Errorf("the effect got %s as %s", in, ec.ToolID)
+		}
 		return json.RawMessage(`{"paged":true}`), nil
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.cfg = func(c *loom.Config) { c.Effects = reg }
-	page := agent.EffectTool("page", "Page the on-call.", "pager.page", json.RawMessage(`{"type":"object"}`))
+	page := agent.EffectTool("page", "Page the on-call.", "pager.page:sre", json.RawMessage(`{"type":"object"}`),
+		agent.EffectInput(func(args json.RawMessage) (any, error) {
+			return map[string]any{"team": "sre", "args": args}, nil
+		}))
 	var mu sync.Mutex
 	var streamed strings.Builder
 	p := llmtest.NewProvider(t, "anthropic")

@@ -25,6 +25,7 @@ type Tool struct {
 	toolID      string
 	invoke      func(ctx context.Context, args json.RawMessage) (any, error)
 	simulate    func(ctx context.Context, args json.RawMessage) (any, error)
+	shape       func(args json.RawMessage) (any, error)
 	approval    bool
 	nonIdem     bool
 	readOnly    bool
@@ -54,6 +55,17 @@ func ReadOnly() ToolOption { return func(t *Tool) { t.readOnly = true } }
 // InputSchema replaces the schema derived from the input type.
 func InputSchema(jsonSchema json.RawMessage) ToolOption {
 	return func(t *Tool) { t.schemaJSON = append(json.RawMessage(nil), jsonSchema...) }
+}
+
+// EffectInput shapes what a call passes its effect, and records as the
+// step's input, from the model's arguments (checked against the tool's
+// schema first): an MCP tool wraps them with its server, its name and its
+// schema pin, so one registered effect serves every tool and a replay
+// reads which tool was called from the log. Without it the arguments are
+// the input. An error from shape ends the run (it is the code's, not the
+// model's).
+func EffectInput(shape func(args json.RawMessage) (any, error)) ToolOption {
+	return func(t *Tool) { t.shape = shape }
 }
 
 // ErrorChannel declares a typed failure channel of the tool: a call that

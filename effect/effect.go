@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/loom-kernel/loom/event"
@@ -157,11 +158,20 @@ func NewRegistry(effects map[string]Func) (*Registry, error) {
 // ErrUnknownTool is returned for a tool id with no registered effect.
 var ErrUnknownTool = errors.New("effect: unknown tool id")
 
-// Lookup returns the effect of toolID.
+// Lookup returns the effect of toolID. A qualified tool id
+// "<effect>:<qualifier>" with no effect of its own runs the effect
+// registered as "<effect>": one effect serves a family of tools whose
+// identity is data (mcp.invoke:<server>/<tool>), while the authority ring
+// still sees, and a grant can name, each one.
 func (r *Registry) Lookup(toolID string) (Func, error) {
 	if r != nil {
 		if f, ok := r.effects[toolID]; ok {
 			return f, nil
+		}
+		if base, _, qualified := strings.Cut(toolID, ":"); qualified {
+			if f, ok := r.effects[base]; ok {
+				return f, nil
+			}
 		}
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownTool, toolID)
