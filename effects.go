@@ -99,6 +99,7 @@ func (r *drive) effectContext(c *Context, t *Task, attempt int64) (*effect.Conte
 		Principal: who.principal, Tenant: who.tenant, Agent: who.agent, Approver: approver}
 	var ec *effect.Context
 	ec = effect.NewContext(ctx, base, effect.Hooks{
+		Now:  r.rt.cfg.Clock.Now,
 		Emit: func(typ string, payload any) error { return r.effectEmit(c, ec, typ, payload) },
 		Retrying: func(cause error, delay time.Duration) (int64, context.Context, error) {
 			next, err := r.retrying(t, ec.Attempt, cause, delay)

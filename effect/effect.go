@@ -57,6 +57,18 @@ type Hooks struct {
 	// returns the next attempt number and that attempt's context (its own
 	// deadline); a nil context keeps the current one.
 	Retrying func(cause error, delay time.Duration) (int64, context.Context, error)
+	// Now reads the runtime's clock (loom.Config.Clock).
+	Now func() time.Time
+}
+
+// Now reads the runtime's clock: what a ring measures an effect with
+// (Metering's elapsed ms), so a test's injected clock governs it too. It is
+// the wall clock when the runtime gave none.
+func (c *Context) Now() time.Time {
+	if c != nil && c.hooks.Now != nil {
+		return c.hooks.Now()
+	}
+	return time.Now()
 }
 
 type contextKey struct{}

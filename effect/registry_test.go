@@ -10,7 +10,9 @@ import (
 
 func TestLookupRunsAQualifiedToolIDThroughItsFamilysEffect(t *testing.T) {
 	mark := func(s string) effect.Func {
-		return func(*effect.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`"` + s + `"`), nil }
+		return func(*effect.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`"` + s + `"`), nil
+		}
 	}
 	r, err := effect.NewRegistry(map[string]effect.Func{"mcp.invoke": mark("family"), "mcp.invoke:docs/search": mark("own")})
 	if err != nil {

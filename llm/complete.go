@@ -87,7 +87,7 @@ func WithChain(chain *Chain) CallOption { return func(c *call) { c.chain = chain
 func Timeout(d time.Duration) CallOption { return func(c *call) { c.timeout = d } }
 
 // WithMeter sets the clock the call's elapsed ms are read from when no
-// metering ring is wired (tests inject one).
+// metering ring is wired (default: the runtime's clock, Config.Clock).
 func WithMeter(m middleware.Meter) CallOption { return func(c *call) { c.meter = m } }
 
 // CallRecord is what a model call records as its step input: enough to say

@@ -12,10 +12,10 @@ import (
 )
 
 // Meter configures how Metering measures. Its zero value is the default:
-// the wall clock.
+// the runtime's clock (loom.Config.Clock, through effect.Context.Now).
 type Meter struct {
-	// Now is the clock an effect's elapsed ms is read from (default
-	// time.Now). Inject a fake one in tests.
+	// Now is the clock an effect's elapsed ms is read from (default the
+	// runtime's clock, so a test's injected clock governs it too).
 	Now func() time.Time
 }
 
@@ -62,15 +62,15 @@ type Budget struct {
 // Wire one Metering per chain: a second one meters the same time twice
 // (reported usage goes to the innermost one).
 func Metering(m Meter, budget Budget) effect.Middleware {
-	now := m.Now
-	if now == nil {
-		now = time.Now
-	}
 	b := budget
 	b.Custom = cloneAmounts(budget.Custom)
 	return func(ec *effect.Context, in json.RawMessage, next effect.Func) (json.RawMessage, error) {
 		if err := admit(ec, &b); err != nil {
 			return nil, err
+		}
+		now := m.Now
+		if now == nil {
+			now = ec.Now
 		}
 		t := track(ec)
 		start := now()

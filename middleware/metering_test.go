@@ -219,3 +219,21 @@ func TestReportFromConcurrentGoroutinesAddsUp(t *testing.T) {
 		t.Fatalf("RESOURCE_METERED %v", got)
 	}
 }
+
+// Without a Meter.Now, Metering times an effect on the runtime's clock
+// (Config.Clock): a test's injected clock governs the recorded ms.
+func TestMeteringDefaultsToTheRuntimesClock(t *testing.T) {
+	clk := newClock()
+	slow := func(*effect.Context, json.RawMessage) (json.RawMessage, error) {
+		clk.Advance(1500 * time.Millisecond)
+		return json.RawMessage(`"ok"`), nil
+	}
+	flow, _ := gatedFlow("slow", &loom.Task{ID: "work", ToolID: "slow"}, nil)
+	r := newRig(t, loom.Config{Clock: clk, Effects: registry(t, map[string]effect.Func{"slow": slow}),
+		Middleware: []effect.Middleware{middleware.Metering(middleware.Meter{}, middleware.Budget{})}}, flow)
+	r.start("slow", "x", nil)
+	r.parked("x")
+	if got := r.payloads("x", event.ResourceMetered); len(got) != 1 || got[0] != `{"stepId":"work","attempt":1,"ms":1500}` {
+		t.Fatalf("RESOURCE_METERED = %v", got)
+	}
+}
