@@ -60,6 +60,7 @@ var guides = []string{
 	"docs/many-nodes.md",
 	"docs/operating.md",
 	"docs/agents.md",
+	"docs/protocols.md",
 	"docs/glossary.md",
 	"docs/internals.md",
 	"docs/benchmarks.md",
