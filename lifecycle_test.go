@@ -12,6 +12,7 @@ import (
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/store/memstore"
 )
 
 func TestCancelStopsARunningDriveAndCancelsItsEffects(t *testing.T) {
@@ -192,5 +193,25 @@ func TestWaitForSettledReturnsOnParkOrEnd(t *testing.T) {
 	}
 	if st, err := h.rt.WaitForSettled(h.ctx(), id); err != nil || st.Status != fold.StatusCancelled {
 		t.Fatalf("%s %v", st.Status, err)
+	}
+}
+
+func TestFlowOfNamesTheExecutionsFlow(t *testing.T) {
+	flow := loom.NewFlow("named", func(ctx *loom.Context, _ struct{}) (string, error) { return "ok", nil })
+	rt, err := loom.New(loom.Config{Storage: memstore.NewSet(), Flows: []*loom.Flow{flow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := context.Background()
+	id, _ := rt.Start(ctx, "named", nil)
+	if _, err := rt.WaitForCompletion(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rt.FlowOf(ctx, id); err != nil || got != "named" {
+		t.Fatalf("FlowOf = %q, %v", got, err)
+	}
+	if _, err := rt.FlowOf(ctx, "missing"); !errors.Is(err, loom.ErrExecutionNotFound) {
+		t.Fatalf("FlowOf(missing) = %v, want ErrExecutionNotFound", err)
 	}
 }

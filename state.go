@@ -150,3 +150,24 @@ func (rt *Runtime) LoadStateAt(ctx context.Context, id string, at int64) (fold.S
 func foldTail(st fold.State, tail []event.Envelope) (fold.State, error) {
 	return fold.FoldChecked(st, tail)
 }
+
+// FlowOf returns the id of the flow execution id runs: the flow its latest
+// event names (after a ResumeAs onto another flow, that flow). It fails
+// with ErrExecutionNotFound for an id with no log.
+func (rt *Runtime) FlowOf(ctx context.Context, id string) (string, error) {
+	if err := event.ValidateID("execution id", id); err != nil {
+		return "", err
+	}
+	l, err := rt.load(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	last, err := store.ReadRange(ctx, rt.cfg.Events, id, l.state.Sequence, l.state.Sequence+1)
+	if err != nil {
+		return "", err
+	}
+	if len(last) != 1 {
+		return "", fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
+	}
+	return last[0].WorkflowID, nil
+}

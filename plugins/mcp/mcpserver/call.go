@@ -117,18 +117,15 @@ func (s *Server) ownedBy(ctx context.Context, c Caller, id string) (*exposedTool
 	if json.Unmarshal(st.Variables.Principal, &p) != nil || p.ID != c.ID || p.Tenant != c.Tenant {
 		return nil, ErrExecutionNotFound
 	}
-	t := s.flowOf(st)
+	flow, err := s.rt.FlowOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	t := s.byFlow[flow]
 	if t == nil || !t.visibleTo(c) {
 		return nil, ErrExecutionNotFound
 	}
 	return t, nil
-}
-
-// flowOf names the exposed tool whose flow st runs, by the flow hash loom
-// recorded on EXECUTION_STARTED (or moved with EXECUTION_MIGRATED): the
-// folded state carries no flow id. Nil when it runs no exposed flow.
-func (s *Server) flowOf(st fold.State) *exposedTool {
-	return s.byHash[st.Variables.FlowHash]
 }
 
 // settle waits for execution id (of t's flow) to park or end and answers

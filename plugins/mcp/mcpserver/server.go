@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/loom-kernel/loom"
-	"github.com/loom-kernel/loom/event"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -87,7 +86,7 @@ type Server struct {
 	rt      *loom.Runtime
 	opts    Options
 	tools   []*exposedTool
-	byHash  map[string]*exposedTool // by the flow hash loom records at start
+	byFlow  map[string]*exposedTool // by flow id (the first tool exposing it)
 	resume  *sdk.Tool
 	handler http.Handler
 }
@@ -124,7 +123,7 @@ func New(rt *loom.Runtime, opts Options) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	s := &Server{rt: rt, opts: opts, byHash: map[string]*exposedTool{}, resume: resumeTool()}
+	s := &Server{rt: rt, opts: opts, byFlow: map[string]*exposedTool{}, resume: resumeTool()}
 	flows := rt.Flows()
 	seen := map[string]bool{}
 	for _, t := range opts.Tools {
@@ -133,12 +132,8 @@ func New(rt *loom.Runtime, opts Options) (*Server, error) {
 			return nil, err
 		}
 		s.tools = append(s.tools, x)
-		for _, f := range flows {
-			if f.ID == t.FlowID {
-				// The same formula loom records as EXECUTION_STARTED's
-				// flowHash; see flowOf.
-				s.byHash[event.SHA256([]byte(f.ID+"\n"+f.CodeFingerprint))] = x
-			}
+		if _, dup := s.byFlow[t.FlowID]; !dup {
+			s.byFlow[t.FlowID] = x
 		}
 	}
 	s.handler = s.buildHandler()
