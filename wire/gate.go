@@ -8,7 +8,6 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/internal/admission"
-	"github.com/loom-kernel/loom/store"
 )
 
 // gate answers execution.gate: the execution's park, read from its folded
@@ -23,12 +22,8 @@ func (h *handler) gate(ctx context.Context, p GateParams) (GateResult, error) {
 		return GateResult{}, err
 	}
 	res := GateResult{ExecutionID: p.ExecutionID, Status: st.Status, Sequence: st.Sequence}
-	head, err := store.ReadRange(ctx, h.opts.Events, p.ExecutionID, 0, 1)
-	if err != nil {
+	if res.FlowID, err = h.rt.FlowOf(ctx, p.ExecutionID); err != nil {
 		return GateResult{}, err
-	}
-	if len(head) == 1 {
-		res.FlowID = head[0].WorkflowID
 	}
 	res.Gate = ParkedGate(st, flowSchemas(h.rt.Flows(), res.FlowID))
 	return res, nil
