@@ -81,7 +81,7 @@ func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error)
 			return n, err
 		}
 		for _, c := range page {
-			did, err := rt.recoverOne(ctx, c.id, c.workflowID, automatic)
+			did, err := rt.recoverOne(ctx, c.id, automatic)
 			if err != nil {
 				return n, err
 			}
@@ -110,17 +110,19 @@ func isRefusal(err error) bool {
 // continued one never got, deliver a message a select park never heard
 // of, or re-drive a crashed one. It reports whether it re-drove or started
 // one.
-func (rt *Runtime) recoverOne(ctx context.Context, id, workflowID string, automatic bool) (bool, error) {
+func (rt *Runtime) recoverOne(ctx context.Context, id string, automatic bool) (bool, error) {
 	if rt.liveExecution(id) != nil {
-		return false, nil
-	}
-	flow, ok := rt.flows[workflowID]
-	if !ok {
 		return false, nil
 	}
 	l, err := rt.load(ctx, id)
 	if err != nil {
 		return false, err
+	}
+	// The flow the latest event names, not the listing's (the first
+	// event's): a ResumeAs onto another flow moves an execution.
+	flow, ok := rt.flows[l.workflowID]
+	if !ok {
+		return false, nil
 	}
 	if started, err := rt.recoverSuccessor(ctx, id, flow, l.state); err != nil || started {
 		return started, err

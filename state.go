@@ -44,7 +44,9 @@ func (rt *Runtime) load(ctx context.Context, id string) (loaded, error) {
 	l := loaded{eventsRead: len(tail)}
 	switch {
 	case len(tail) > 0:
-		l.workflowID = tail[0].WorkflowID
+		// The latest event names the flow: a ResumeAs onto another flow
+		// writes every event after it under the target's id.
+		l.workflowID = tail[len(tail)-1].WorkflowID
 	case from > 0:
 		// Check the snapshot's event exists: a snapshot must never be ahead
 		// of the log it summarizes.
@@ -75,7 +77,7 @@ func (rt *Runtime) loadLog(ctx context.Context, id string) (loaded, error) {
 		return loaded{}, fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
 	}
 	st, err := foldTail(fold.Initial(), evs)
-	return loaded{state: st, workflowID: evs[0].WorkflowID, eventsRead: len(evs)}, err
+	return loaded{state: st, workflowID: evs[len(evs)-1].WorkflowID, eventsRead: len(evs)}, err
 }
 
 // LoadState returns an execution's current folded state: the live one while

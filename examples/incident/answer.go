@@ -194,6 +194,7 @@ func (c *cli) report(s *session, id string, from int64) error {
 	}
 	fmt.Fprintf(c.stdout, "Ran in this process: %s.\n", describeSteps(s.fx.invoked()))
 	fmt.Fprintf(c.stdout, "Model calls this process made: %d (%s).\n", s.fx.modelCalls(), s.model.source)
+	s.reportLookups(c.stdout)
 	switch st.Status {
 	case fold.StatusCompleted:
 		sum, _ := h.summary()

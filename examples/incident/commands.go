@@ -77,6 +77,7 @@ func cmdStart(c *cli, args []string) (err error) {
 	fmt.Fprintf(c.stdout, "Planner: %s, %s.\n", s.model.toolID(), s.model.source)
 	fmt.Fprintf(c.stdout, "Ran in this process: %s.\n", describeSteps(s.fx.invoked()))
 	fmt.Fprintf(c.stdout, "Model calls this process made: %d.\n", s.fx.modelCalls())
+	s.reportLookups(c.stdout)
 	h, err := readHistory(c.ctx, s.stores.Events, *id)
 	if err != nil {
 		return err

@@ -2,8 +2,9 @@
 // embedded SQLite file. The flow collects the service's signals, then runs
 // an agent, the planner (agent.Run), whose model calls tools: the three
 // diagnoses (in one turn, so they run as a Parallel block), propose_fix
-// (the remediation plans) and apply_fix, which changes production and so
-// needs approval. The planner parks on apply_fix's approval gate — a gate
+// (the remediation plans) together with runbooks_lookup (the team's
+// runbook for the cause, from an MCP server), and apply_fix, which changes
+// production and so needs approval. The planner parks on apply_fix's approval gate — a gate
 // named after the digest of that exact call — until someone approves,
 // rejects or edits the call: from another process, hours later, or never
 // (the gate times out after 24 h, which rejects the call). Approved, the
@@ -24,6 +25,23 @@
 //
 // Every command takes -db FILE (default incident.db). Exit status: 0 on
 // success, 1 on failure, 2 on a usage error.
+//
+// # The runbook server (MCP)
+//
+// Every process of the command (start, approve, reject, answer, serve,
+// and the demo's own) starts a runbook server in-process: an MCP server
+// built on the official SDK (github.com/modelcontextprotocol/go-sdk),
+// served over streamable HTTP on 127.0.0.1 at a free port and closed when
+// the process ends (runbooks.go). The process connects to it with Loom's
+// MCP client (plugins/mcp), lists its one tool, lookup {service, cause},
+// and offers it to the planner as runbooks_lookup (mcp.ModelName); the
+// mcp.invoke effect (mcp.Effects) runs each call, recorded under the tool
+// id mcp.invoke:runbooks/lookup with its Invocation (server, tool,
+// arguments, schema pin) as the step's input. A runbook is a pure
+// function of the arguments, so every process's server answers a call the
+// same. A process that resumes an incident serves the recorded lookup from
+// the log and never calls its own server: start and approve each print how
+// many lookups their server answered (1, then 0), and the demo checks it.
 //
 // # The model
 //

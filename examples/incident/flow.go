@@ -65,9 +65,11 @@ const (
 )
 
 // newRemediateFlow builds the incident.remediate flow over the planner's
-// model m. Its steps, tools and model calls report to fx, so a process can
-// tell what it ran from what the log served.
-func newRemediateFlow(fx *effectCounter, m model) *loom.Flow {
+// model m, its planner offering rb's runbook tool too. Its steps, tools and
+// model calls report to fx (a runbook lookup through the effect
+// rb.effects(fx) registers), so a process can tell what it ran from what
+// the log served.
+func newRemediateFlow(fx *effectCounter, m model, rb *runbooks) *loom.Flow {
 	collect := loom.NewStep(stepCollect, func(_ context.Context, in Incident) (Signals, error) {
 		fx.ran(stepCollect)
 		return scriptedSignals(in), nil
@@ -83,7 +85,7 @@ func newRemediateFlow(fx *effectCounter, m model) *loom.Flow {
 		fx.simulatedRun(stepEscalate)
 		return pageOnCall(loom.IdempotencyKey(ctx), in, true), nil
 	}))
-	p := planner{provider: m.provider, model: m.name, meter: m.meter, fx: fx}
+	p := planner{provider: m.provider, model: m.name, meter: m.meter, fx: fx, mcpTools: rb.agentTools()}
 
 	body := func(ctx *loom.Context, in Incident) (Summary, error) {
 		signals, err := loom.Run(ctx, collect, in)

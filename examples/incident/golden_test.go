@@ -51,7 +51,7 @@ func script(t *testing.T, sc scenario) []goldentest.Action {
 }
 
 func TestGoldenIncidentHistories(t *testing.T) {
-	fx := &worldCounters{of: map[*goldentest.Env]*effectCounter{}, model: committedModel(t)}
+	fx := &worldCounters{of: map[*goldentest.Env]*effectCounter{}, model: committedModel(t), runbooks: testRunbooks(t)}
 	var names []string
 	for _, sc := range scenarios {
 		name := "incident-" + sc.name
@@ -59,7 +59,7 @@ func TestGoldenIncidentHistories(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			acts := script(t, sc)
 			if goldentest.Updating() {
-				goldentest.Write(t, goldenDir, name, flowID, sc.description, goldentest.Record(t, fx.flow, nil, name, acts))
+				goldentest.Write(t, goldenDir, name, flowID, sc.description, goldentest.Record(t, fx.flow, fx.config, name, acts))
 			}
 			h := goldentest.Load(t, goldenDir, name)
 			if h.File.Flow != flowID || h.File.Description != sc.description {
@@ -72,7 +72,7 @@ func TestGoldenIncidentHistories(t *testing.T) {
 			if last := h.Events[len(h.Events)-1]; last.Type != event.ExecutionCompleted {
 				t.Fatalf("%s ends with %s, want %s: every incident is answered to its end", name, last.Type, event.ExecutionCompleted)
 			}
-			goldentest.CheckReplay(t, h, fx.flow, nil, goldentest.LogNeutral(nil, true), fx.check)
+			goldentest.CheckReplay(t, h, fx.flow, fx.config, goldentest.LogNeutral(fx.config, true), fx.check)
 		})
 	}
 	goldentest.Claim(t, goldenDir, names, func(string) bool { return true })
@@ -80,11 +80,18 @@ func TestGoldenIncidentHistories(t *testing.T) {
 
 // worldCounters gives the incident flow of each golden world its own
 // effectCounter: the flow reports to one (flow.go), not to the harness's
-// Env, so the world's Env is the key it is found by again.
+// Env, so the world's Env is the key it is found by again. Every world's
+// planner looks runbooks up on one runbook server (its answers are a pure
+// function of the arguments, so which server answers changes no byte).
 type worldCounters struct {
-	mu    sync.Mutex
-	of    map[*goldentest.Env]*effectCounter
-	model model
+	mu       sync.Mutex
+	of       map[*goldentest.Env]*effectCounter
+	model    model
+	runbooks *runbooks
+	// opened is the counter of the process the harness opened last: it
+	// builds the flow (flow) and then applies the config (config), so the
+	// effects config registers report to the same counter as the flow.
+	opened *effectCounter
 }
 
 // counter is the effectCounter of env's world, made on first use.
@@ -99,7 +106,24 @@ func (w *worldCounters) counter(env *goldentest.Env) *effectCounter {
 
 // flow is the remediation flow of a golden world.
 func (w *worldCounters) flow(env *goldentest.Env) *loom.Flow {
-	return newRemediateFlow(w.counter(env), w.model)
+	fx := w.counter(env)
+	w.mu.Lock()
+	w.opened = fx
+	w.mu.Unlock()
+	return newRemediateFlow(fx, w.model, w.runbooks)
+}
+
+// config registers the runbook lookup's effect, reporting to the counter
+// of the process being opened.
+func (w *worldCounters) config(cfg *loom.Config) {
+	w.mu.Lock()
+	fx := w.opened
+	w.mu.Unlock()
+	reg, err := w.runbooks.effects(fx)
+	if err != nil {
+		panic(err) // mcp.invoke is a valid tool id: a wiring mistake
+	}
+	cfg.Effects = reg
 }
 
 // check asserts that each step — a tool call, a model call, a flow step —

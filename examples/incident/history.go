@@ -241,6 +241,16 @@ func (h history) toolOf(stepID string) string {
 	return strings.TrimPrefix(p.ToolID, "tool:")
 }
 
+// stepOfTool is the first step recorded under tool id toolID.
+func (h history) stepOfTool(toolID string) (string, bool) {
+	for _, p := range h.started(0, 1<<62) {
+		if p.ToolID == toolID {
+			return p.StepID, true
+		}
+	}
+	return "", false
+}
+
 // modelToolID is the llm tool id the planner's first turn ran as.
 func (h history) modelToolID() string {
 	if _, p, ok := h.modelTurn(1); ok {

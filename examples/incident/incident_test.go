@@ -52,18 +52,22 @@ func TestEndToEnd(t *testing.T) {
 			"Collected signals (step collect-signals, before the agent)",
 			`The planner (agent "planner") asked its model, turn 1 (step planner/turn:1/model, llm:scripted/incident-planner-1)`,
 			"It called 3 tools in that one turn, run as 3 parallel branches:",
-			"Turn 2 (step planner/turn:2/model", "propose_fix",
-			"Turn 3 (step planner/turn:3/model", `apply_fix         {"service":"checkout","variant":"rollback"} — needs approval: not run yet`,
-			"Recorded agent.approval.requested (#23) for call planner/turn:3/tool:0",
+			"Turn 2 (step planner/turn:2/model", "and for the team's runbook (over MCP).", "It called 2 tools in that one turn, run as 2 parallel branches:", "propose_fix",
+			`runbooks_lookup   {"service":"checkout","cause":"deploy"} → runbook RB-101 "Latency after a deploy", 4 steps, applies rollback (over MCP: tool id mcp.invoke:runbooks/lookup)`,
+			"Turn 3 (step planner/turn:3/model", "the fix runbook RB-101 (Latency after a deploy) prescribes.",
+			`apply_fix         {"service":"checkout","variant":"rollback"} — needs approval: not run yet`,
+			"Recorded agent.approval.requested (#25) for call planner/turn:3/tool:0",
 			"Only an answer naming its gate, approve.apply_fix:",
-			"Parked at that gate (#25, waiting up to 24h); process "+started[2]+" exited while the execution was suspended.",
-			"New process "+resumed[1]+" resumed it with approval by alice (#26). The 8 steps recorded before the park",
+			"Parked at that gate (#27, waiting up to 24h); process "+started[2]+" exited while the execution was suspended.",
+			"New process "+resumed[1]+" resumed it with approval by alice (#28). The 9 steps recorded before the park",
 			"process "+resumed[1]+" started only planner/turn:3/tool:0, planner/turn:4/model, verify-recovery.",
+			"The runbook lookup (step planner/turn:2/tool:1, mcp.invoke:runbooks/lookup) went through MCP once: process "+started[2]+
+				"'s runbook server answered 1 lookup; process "+resumed[1]+" started its own server, and it answered 0 — the recorded call was served from the log.",
 			"Applied the fix (tool apply_fix, step planner/turn:3/tool:0",
 			"Turn 4 (step planner/turn:4/model",
-			"Completed (#36): fixed; process "+resumed[1]+" exited. 37 events in the log; the planner ran llm:scripted/incident-planner-1 in 4 model turns.",
-			"Verified: re-folding the 37 stored events gives byte-identical state (sha256:",
-			"Fork at #25 (simulated): rejected → escalated; original: approved → fixed",
+			"Completed (#38): fixed; process "+resumed[1]+" exited. 39 events in the log; the planner ran llm:scripted/incident-planner-1 in 4 model turns.",
+			"Verified: re-folding the 39 stored events gives byte-identical state (sha256:",
+			"Fork at #27 (simulated): rejected → escalated; original: approved → fixed",
 			"planner turn 4 (model), escalate (simulation)",
 		)
 		if strings.Contains(out, "✗") {
@@ -80,10 +84,11 @@ func TestEndToEnd(t *testing.T) {
 		id := "inc-e2e"
 		out := mustRun(t, bin, "start", "-db", db, "-id", id)
 		inOrder(t, out, "Started incident inc-e2e",
-			"Ran in this process: collect-signals, planner turn 1 (model, tool:0, tool:1, tool:2), planner turn 2 (model, tool:0), planner turn 3 (model).",
+			"Ran in this process: collect-signals, planner turn 1 (model, tool:0, tool:1, tool:2), planner turn 2 (model, tool:0, tool:1), planner turn 3 (model).",
 			"Model calls this process made: 3.",
+			"Runbook lookups this process's MCP server answered: 1 (tool mcp.invoke:runbooks/lookup).",
 			`The planner asks to run: apply_fix {"service":"checkout","variant":"rollback"} → roll back checkout from v2.14.0 to v2.13.2 (low risk) (call planner/turn:3/tool:0, digest sha256:`,
-			"Parked at its approval gate approve.apply_fix:", "(event #25)")
+			"Parked at its approval gate approve.apply_fix:", "(event #27)")
 		out = mustRun(t, bin, "status", id, "-db", db)
 		inOrder(t, out, "Status: suspended at approval gate approve.apply_fix:", "Planner: agent \"planner\" on llm:scripted/incident-planner-1",
 			`Waiting for approval: apply_fix {"service":"checkout","variant":"rollback"} → roll back checkout`, "-digest sha256:")
@@ -112,9 +117,10 @@ func TestEndToEnd(t *testing.T) {
 		inOrder(t, out,
 			`Pending call: apply_fix {"service":"checkout","variant":"rollback"}`,
 			"Resumed inc-e2e with approval by carol at gate approve.apply_fix:",
-			"Served from the log, not invoked by this process: collect-signals, planner turn 1 (model, tool:0, tool:1, tool:2), planner turn 2 (model, tool:0), planner turn 3 (model).",
+			"Served from the log, not invoked by this process: collect-signals, planner turn 1 (model, tool:0, tool:1, tool:2), planner turn 2 (model, tool:0, tool:1), planner turn 3 (model).",
 			"Ran in this process: planner turn 3 (tool:0), planner turn 4 (model), verify-recovery.",
 			"Model calls this process made: 1 (replaying testdata/cassettes/planner.json",
+			"Runbook lookups this process's MCP server answered: 0 (tool mcp.invoke:runbooks/lookup).",
 			"Completed: fixed: approved by carol; applied: roll back checkout from v2.14.0 to v2.13.2 (change chg-")
 		done := logLines(t, bin, db, id)
 		for _, again := range [][]string{{"approve", id, "-by", "dave"}, {"reject", id, "-reason", "late"}} {
@@ -132,14 +138,14 @@ func TestEndToEnd(t *testing.T) {
 		}
 
 		out = mustRun(t, bin, "fork", id, "-id", "inc-e2e-b", "-db", db)
-		if !strings.Contains(out, "Forked inc-e2e at #25 into inc-e2e-b (simulated") {
+		if !strings.Contains(out, "Forked inc-e2e at #27 into inc-e2e-b (simulated") {
 			t.Fatalf("fork:\n%s", out)
 		}
 		out = mustRun(t, bin, "reject", "inc-e2e-b", "-by", "erin", "-reason", "too risky", "-db", db)
 		if !strings.Contains(out, `Completed: escalated: rejected by erin (too risky); would page sre-oncall`) {
 			t.Fatalf("reject the fork:\n%s", out)
 		}
-		if out := mustRun(t, bin, "status", "inc-e2e-b", "-db", db); !strings.Contains(out, "Forked from inc-e2e at #25 (simulated)") {
+		if out := mustRun(t, bin, "status", "inc-e2e-b", "-db", db); !strings.Contains(out, "Forked from inc-e2e at #27 (simulated)") {
 			t.Fatalf("status of the fork:\n%s", out)
 		}
 		if n := logLines(t, bin, db, id); n != done {
@@ -184,10 +190,21 @@ func TestRemediateFlowInProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	events, snaps, timers := memstore.NewEventStore(), memstore.NewSnapshotStore(), memstore.NewTimerStore()
+	// Each "process" has a runbook server of its own, closed (before the
+	// leak check) when the test returns.
+	var servers []*runbooks
+	defer func() {
+		for _, rb := range servers {
+			if err := rb.close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
 	open := func(fx *effectCounter) *loom.Runtime {
-		rt, err := loom.New(loom.Config{Events: events, Snapshots: snaps, Branches: memstore.NewBranchRegistry(),
-			Timers: timers, TimerPoll: -1,
-			Flows: []*loom.Flow{newRemediateFlow(fx, committedModel(t))}, Durability: loom.StepDurable})
+		cfg, rb := process(t, loom.Config{Events: events, Snapshots: snaps, Branches: memstore.NewBranchRegistry(),
+			Timers: timers, TimerPoll: -1, Durability: loom.StepDurable}, fx, committedModel(t))
+		servers = append(servers, rb)
+		rt, err := loom.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +237,7 @@ func TestRemediateFlowInProcess(t *testing.T) {
 	}
 	assertCounts(t, "first runtime", first, map[string]int{stepCollect: 1,
 		modelStepID(1): 1, "planner/turn:1/tool:0": 1, "planner/turn:1/tool:1": 1, "planner/turn:1/tool:2": 1,
-		modelStepID(2): 1, "planner/turn:2/tool:0": 1, modelStepID(3): 1})
+		modelStepID(2): 1, "planner/turn:2/tool:0": 1, lookupStep: 1, modelStepID(3): 1})
 
 	second := newEffectCounter()
 	rt = open(second)
@@ -275,8 +292,8 @@ func TestRemediateFlowInProcess(t *testing.T) {
 			t.Errorf("step %s started %d times in the log, want once", step, n)
 		}
 	}
-	if len(starts) != 11 || requests != 1 {
-		t.Errorf("%d steps started (want 11), %d approval requests (want 1)", len(starts), requests)
+	if len(starts) != 12 || requests != 1 {
+		t.Errorf("%d steps started (want 12), %d approval requests (want 1)", len(starts), requests)
 	}
 	refolded, err := fold.Encode(fold.Fold(h.events))
 	if err != nil {

@@ -87,9 +87,9 @@ func parkInDoubt(t *testing.T, db, id string) {
 		t.Fatal(err)
 	}
 	dying := &dyingEvents{EventStore: st.Events.(*sqlite.EventStore), dieAfter: applyStep}
-	rt, err := loom.New(loom.Config{Events: dying, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
-		Flows: []*loom.Flow{newRemediateFlow(newEffectCounter(), committedModel(t))}, Durability: loom.StepDurable, Clock: &dayAgo{},
-		Recovery: loom.Recovery{Disabled: true}})
+	cfg, _ := process(t, loom.Config{Events: dying, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
+		Durability: loom.StepDurable, Clock: &dayAgo{}, Recovery: loom.Recovery{Disabled: true}}, newEffectCounter(), committedModel(t))
+	rt, err := loom.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +125,9 @@ func parkInDoubt(t *testing.T, db, id string) {
 			t.Error(err)
 		}
 	}()
-	rt, err = loom.New(loom.Config{Events: st.Events, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
-		Flows: []*loom.Flow{newRemediateFlow(newEffectCounter(), committedModel(t))}, Durability: loom.StepDurable, Recovery: loom.Recovery{Disabled: true}})
+	cfg, _ = process(t, loom.Config{Events: st.Events, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
+		Durability: loom.StepDurable, Recovery: loom.Recovery{Disabled: true}}, newEffectCounter(), committedModel(t))
+	rt, err = loom.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

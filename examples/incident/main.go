@@ -164,13 +164,14 @@ func (c *cli) flags(fs *flag.FlagSet, args []string, positionals ...string) ([]s
 	return pos, nil
 }
 
-// session is an open database, the planner's model and a runtime over
-// them.
+// session is an open database, the planner's model, this process's
+// runbook MCP server and a runtime over them.
 type session struct {
-	stores sqlite.Stores
-	rt     *loom.Runtime
-	fx     *effectCounter
-	model  model
+	stores   sqlite.Stores
+	rt       *loom.Runtime
+	fx       *effectCounter
+	model    model
+	runbooks *runbooks
 }
 
 // open opens the database and a runtime over it. Unless create is set the
@@ -189,9 +190,13 @@ func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) 
 	if err != nil {
 		return nil, err
 	}
+	rb, err := startRunbooks(c.ctx)
+	if err != nil {
+		return nil, err
+	}
 	st, err := sqlite.Storage(sqlite.StorageOptions{Path: c.db})
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", c.db, err)
+		return nil, errors.Join(fmt.Errorf("opening %s: %w", c.db, err), rb.close())
 	}
 	fx := newEffectCounter()
 	cfg := loom.Config{
@@ -200,21 +205,23 @@ func (c *cli) openWith(create bool, tweak func(*loom.Config)) (*session, error) 
 		Branches:   st.Branches,
 		Timers:     st.Timers, // the approval gate's 24h timeout survives restarts
 		Leases:     st.Leases,
-		Flows:      []*loom.Flow{newRemediateFlow(fx, m)},
 		Durability: loom.StepDurable,
 		Logger:     slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		// A one-shot command (status, approve…) must not re-drive a crashed
 		// incident behind the operator's back: only serve recovers.
 		Recovery: loom.Recovery{Disabled: true},
 	}
+	if err := rb.wire(&cfg, fx, m); err != nil {
+		return nil, errors.Join(err, st.Close(), rb.close())
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	rt, err := loom.New(cfg)
 	if err != nil {
-		return nil, errors.Join(err, st.Close())
+		return nil, errors.Join(err, st.Close(), rb.close())
 	}
-	return &session{stores: st, rt: rt, fx: fx, model: m}, nil
+	return &session{stores: st, rt: rt, fx: fx, model: m, runbooks: rb}, nil
 }
 
 // openExecution opens the database and loads execution id's state; on an
@@ -235,15 +242,39 @@ func (c *cli) openExecution(id string) (*session, fold.State, error) {
 }
 
 // close stops the runtime (waiting for its drives, so a park's snapshot is
-// written) and then closes the database, waiting for queued writes.
+// written), then the runbook server, then closes the database, waiting for
+// queued writes.
 func (s *session) close() error {
-	return errors.Join(s.rt.Close(), s.stores.Close())
+	return errors.Join(s.rt.Close(), s.runbooks.close(), s.stores.Close())
 }
 
 // closeInto closes s and joins a close failure into *err: in a durability
 // demo a failed close is a lost write, never ignored.
 func (s *session) closeInto(err *error) {
 	*err = errors.Join(*err, s.close())
+}
+
+// lookupsLine starts the line on which a process reports the lookups its
+// runbook server answered; the demo reads it back from a child's output.
+const lookupsLine = "Runbook lookups this process's MCP server answered: "
+
+// reportLookups prints the lookups this process's runbook server answered.
+func (s *session) reportLookups(w io.Writer) {
+	fmt.Fprintf(w, "%s%d (tool %s).\n", lookupsLine, s.runbooks.answered(), runbookToolID)
+}
+
+// lookupsIn reads the count reportLookups printed into out; -1 when out
+// holds none.
+func lookupsIn(out string) int {
+	for _, l := range strings.Split(out, "\n") {
+		var n int
+		if rest, ok := strings.CutPrefix(l, lookupsLine); ok {
+			if _, err := fmt.Sscanf(rest, "%d", &n); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // notFound is the error for an id the database does not hold.

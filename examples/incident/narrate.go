@@ -13,6 +13,7 @@ import (
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/llm"
+	"github.com/loom-kernel/loom/plugins/mcp"
 )
 
 // tellStart narrates act 1 from the log the exited start process left, and
@@ -118,6 +119,9 @@ func (d *demo) tellCalls(h history, turn int, calls []llm.ToolCall) string {
 		default:
 			b.WriteString(" → " + toolAnswer(c.Name, out))
 		}
+		if strings.HasPrefix(p.ToolID, mcp.EffectName+":") {
+			fmt.Fprintf(&b, " (over MCP: tool id %s)", p.ToolID)
+		}
 	}
 	how := fmt.Sprintf(" It called %s:", plural(len(calls), "tool"))
 	if len(calls) > 1 && branches == len(calls) {
@@ -143,6 +147,11 @@ func toolAnswer(tool string, out json.RawMessage) string {
 			}
 			return strings.Join(opts, ", ")
 		}
+	case runbookToolName:
+		var rb Runbook
+		if json.Unmarshal(out, &rb) == nil && rb.ID != "" {
+			return fmt.Sprintf("runbook %s %q, %s, applies %s", rb.ID, rb.Title, plural(len(rb.Steps), "step"), rb.Variant)
+		}
 	case toolApply:
 		var f FixResult
 		if json.Unmarshal(out, &f) == nil && f.Change != "" {
@@ -153,8 +162,9 @@ func toolAnswer(tool string, out json.RawMessage) string {
 }
 
 // tellResume narrates act 2, proving "served from the log" by which steps
-// the log says were started after the resume.
-func (d *demo) tellResume(h history, startPID, pid int) {
+// the log says were started after the resume, and by the lookups each
+// child's runbook server answered (as the child reported them).
+func (d *demo) tellResume(h history, startPID, pid int, lookups [2]int) {
 	a, re, ok := h.answer()
 	if !d.check(ok, "the log holds no answer to the approval gate") {
 		return
@@ -175,6 +185,14 @@ func (d *demo) tellResume(h history, startPID, pid int) {
 			pid, decisionText(a.Decision), a.By, re.Sequence, len(before), re.Sequence, pid, listOrNone(afterIDs))
 	} else {
 		d.say("New process %d resumed it with %s by %s (#%d) and re-ran %s.", pid, decisionText(a.Decision), a.By, re.Sequence, listOrNone(append(rerun, decided...)))
+	}
+	if step, ok := h.stepOfTool(runbookToolID); ok {
+		d.check(lookups[0] == 1, "the start process's runbook server answered %d lookups, want 1", lookups[0])
+		if d.check(lookups[1] == 0, "the resuming process's runbook server answered %d lookups, want 0: the recorded lookup ran again", lookups[1]) {
+			d.say("The runbook lookup (step %s, %s) went through MCP once: process %d's runbook server answered %d lookup; "+
+				"process %d started its own server, and it answered %d — the recorded call was served from the log.",
+				step, runbookToolID, startPID, lookups[0], pid, lookups[1])
+		}
 	}
 	sum, ok := h.summary()
 	if !d.check(ok, "the execution did not complete") {

@@ -31,7 +31,8 @@ const (
 // Limits of a planner run.
 const (
 	// plannerMaxTurns bounds the model calls of one incident: the scripted
-	// model needs four (diagnose, propose, apply, conclude).
+	// model needs four (diagnose, propose and look up the runbook, apply,
+	// conclude).
 	plannerMaxTurns = 8
 	// plannerMaxTokens bounds each answer.
 	plannerMaxTokens = 1024
@@ -41,8 +42,8 @@ const (
 // varies between runs, so the same incident sends the same requests.
 const plannerSystem = `You are the incident planner of an SRE team. Work with the tools, in this order:
 1. Diagnose: call diagnose_logs, diagnose_metrics and diagnose_deploys together, in one turn.
-2. Call propose_fix with the cause the most confident diagnosis points at.
-3. Call apply_fix with the variant of the plan you recommend. A human approves the call before it runs, and may reject it or change the variant.
+2. Call propose_fix with the cause the most confident diagnosis points at and, in the same turn, runbooks_lookup with that cause: the team's runbook for it.
+3. Call apply_fix with the variant of the plan you recommend (the runbook's, when propose_fix lists it). A human approves the call before it runs, and may reject it or change the variant.
 4. Finish with a short summary for the on-call engineer, without calling a tool. If apply_fix was rejected, do not propose or apply another fix: say so; the on-call team is paged.`
 
 // incidentPrompt is the user message that opens the run.
@@ -68,13 +69,15 @@ type applyArgs struct {
 	Variant string `json:"variant" jsonschema:"enum=rollback,enum=scale-out,enum=restart" jsonschema_description:"the plan to apply, by the variant propose_fix listed it under"`
 }
 
-// planner is the model the agent runs on, and the counter its tools and
-// model calls report to.
+// planner is the model the agent runs on, the counter its tools and model
+// calls report to, and the MCP tools of this process's runbook server
+// (which report through the mcp.invoke effect, see runbooks.effects).
 type planner struct {
 	provider llm.Provider
 	model    string
 	meter    middleware.Meter
 	fx       *effectCounter
+	mcpTools []*agent.Tool
 }
 
 // config is the agent of one incident: its tools read the signals
@@ -90,10 +93,10 @@ func (p planner) config(sig Signals) agent.Config {
 	}
 }
 
-// tools are the planner's tools over sig. The diagnoses and propose_fix
-// are read-only; apply_fix changes production, so it needs approval and
-// must never silently run twice. Each answers canonical JSON (see
-// canonicalTool).
+// tools are the planner's tools over sig, then the runbook server's. The
+// diagnoses, propose_fix and the runbook lookup are read-only; apply_fix
+// changes production, so it needs approval and must never silently run
+// twice. Each of ours answers canonical JSON (see canonicalTool).
 func (p planner) tools(sig Signals) []*agent.Tool {
 	diagnose := func(name, what string, fn func(Signals) Diagnosis) *agent.Tool {
 		return agent.NewTool(name, "Diagnose the incident from the service's "+what+".",
@@ -117,12 +120,12 @@ func (p planner) tools(sig Signals) []*agent.Tool {
 			}
 			return applyFix(loom.IdempotencyKey(ctx), FixInput{Service: in.Service, Plan: plan, Signals: sig}, true), nil
 		})))
-	return []*agent.Tool{
+	return append([]*agent.Tool{
 		diagnose(toolDiagnoseLogs, "logs", diagnoseLogs),
 		diagnose(toolDiagnoseMetrics, "metrics and connection pool", diagnoseMetrics),
 		diagnose(toolDiagnoseDeploys, "recent deploys", diagnoseDeploys),
 		propose, apply,
-	}
+	}, p.mcpTools...)
 }
 
 // serviced is an argument type that names the incident's service.

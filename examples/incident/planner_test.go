@@ -58,12 +58,14 @@ func counted(t *testing.T) (model, *askCounter) {
 }
 
 // memWorld is a set of memory stores that several runtimes ("processes")
-// open in turn.
+// open in turn, each with a runbook server of its own.
 type memWorld struct {
 	t      *testing.T
 	events *memstore.EventStore
 	snaps  *memstore.SnapshotStore
 	timers *memstore.TimerStore
+	// lastRunbooks is the runbook server of the process opened last.
+	lastRunbooks *runbooks
 }
 
 // newMemWorld returns empty memory stores.
@@ -71,10 +73,13 @@ func newMemWorld(t *testing.T) *memWorld {
 	return &memWorld{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore(), timers: memstore.NewTimerStore()}
 }
 
-// open is a new process over the world, planning with m.
+// open is a new process over the world, planning with m and starting a
+// runbook server of its own (w.lastRunbooks).
 func (w *memWorld) open(m model, fx *effectCounter) *loom.Runtime {
-	rt, err := loom.New(loom.Config{Events: w.events, Snapshots: w.snaps, Branches: memstore.NewBranchRegistry(),
-		Timers: w.timers, TimerPoll: -1, Flows: []*loom.Flow{newRemediateFlow(fx, m)}, Durability: loom.StepDurable})
+	cfg, rb := process(w.t, loom.Config{Events: w.events, Snapshots: w.snaps, Branches: memstore.NewBranchRegistry(),
+		Timers: w.timers, TimerPoll: -1, Durability: loom.StepDurable}, fx, m)
+	w.lastRunbooks = rb
+	rt, err := loom.New(cfg)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -179,9 +184,9 @@ func TestRecoveryServesRecordedTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	dying := &dyingEvents{EventStore: st.Events.(*sqlite.EventStore), dieAfter: "planner/turn:2/tool:0"}
-	rt, err := loom.New(loom.Config{Events: dying, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
-		Flows: []*loom.Flow{newRemediateFlow(newEffectCounter(), committedModel(t))}, Durability: loom.StepDurable, Clock: &dayAgo{},
-		Recovery: loom.Recovery{Disabled: true}})
+	cfg, _ := process(t, loom.Config{Events: dying, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
+		Durability: loom.StepDurable, Clock: &dayAgo{}, Recovery: loom.Recovery{Disabled: true}}, newEffectCounter(), committedModel(t))
+	rt, err := loom.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +222,9 @@ func TestRecoveryServesRecordedTurns(t *testing.T) {
 	}()
 	m, asked := counted(t)
 	fx := newEffectCounter()
-	rt, err = loom.New(loom.Config{Events: st.Events, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
-		Flows: []*loom.Flow{newRemediateFlow(fx, m)}, Durability: loom.StepDurable, Recovery: loom.Recovery{Disabled: true}})
+	cfg, _ = process(t, loom.Config{Events: st.Events, Snapshots: st.Snapshots, Branches: st.Branches, Timers: st.Timers, TimerPoll: -1,
+		Durability: loom.StepDurable, Recovery: loom.Recovery{Disabled: true}}, fx, m)
+	rt, err = loom.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

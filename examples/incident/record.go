@@ -83,14 +83,23 @@ type played struct {
 	summary Summary
 }
 
-// play runs sc to its end on memory stores, with m as the planner's model,
-// answering each approval gate it parks on. A scenario without an answer
-// stops at its first gate (its timeout is the golden harness's to fire).
+// play runs sc to its end on memory stores, with m as the planner's model
+// and a runbook server of its own, answering each approval gate it parks
+// on. A scenario without an answer stops at its first gate (its timeout is
+// the golden harness's to fire).
 func play(ctx context.Context, sc scenario, m model, id string) (_ played, err error) {
+	rb, err := startRunbooks(ctx)
+	if err != nil {
+		return played{}, err
+	}
+	defer func() { err = errors.Join(err, rb.close()) }()
 	events := memstore.NewEventStore()
-	rt, err := loom.New(loom.Config{Events: events, Snapshots: memstore.NewSnapshotStore(),
-		Branches: memstore.NewBranchRegistry(), Timers: memstore.NewTimerStore(), TimerPoll: -1,
-		Flows: []*loom.Flow{newRemediateFlow(newEffectCounter(), m)}})
+	cfg := loom.Config{Events: events, Snapshots: memstore.NewSnapshotStore(),
+		Branches: memstore.NewBranchRegistry(), Timers: memstore.NewTimerStore(), TimerPoll: -1}
+	if err := rb.wire(&cfg, newEffectCounter(), m); err != nil {
+		return played{}, err
+	}
+	rt, err := loom.New(cfg)
 	if err != nil {
 		return played{}, err
 	}

@@ -53,7 +53,8 @@ func (scriptedModel) Complete(ctx context.Context, req llm.Request, sink func(ll
 }
 
 // scriptedAnswer is the scripted model's answer to req: diagnose (three
-// calls in one turn), propose, apply, conclude — whichever comes next.
+// calls in one turn), propose (with the runbook lookup, when the request
+// offers it, in the same turn), apply, conclude — whichever comes next.
 func scriptedAnswer(req llm.Request) llm.Response {
 	svc := serviceOf(req.Messages)
 	results := latestResults(req.Messages)
@@ -90,6 +91,10 @@ func scriptedAnswer(req llm.Request) llm.Response {
 		resp.Text = fmt.Sprintf("Likely cause (from %s, %d%%): %s. Asking for the plans that address %s.",
 			best.Source, best.Confidence, best.Finding, suspectText(best.Suspect))
 		call(toolPropose, proposeArgs{Service: svc, Cause: best.Suspect})
+		if offered(req, runbookToolName) {
+			resp.Text = strings.TrimSuffix(resp.Text, ".") + ", and for the team's runbook (over MCP)."
+			call(runbookToolName, lookupArgs{Service: svc, Cause: best.Suspect})
+		}
 	case !applied:
 		var p Proposal
 		if results[toolPropose].IsError || json.Unmarshal([]byte(results[toolPropose].Content), &p) != nil || len(p.Plans) == 0 {
@@ -98,6 +103,11 @@ func scriptedAnswer(req llm.Request) llm.Response {
 		}
 		plan := p.Plans[0]
 		resp.Text = fmt.Sprintf("Recommended: %s (%s risk). Asking to apply it.", plan.Action, plan.Risk)
+		if rb, ok := runbookIn(results); ok {
+			plan = runbookPlan(p, rb)
+			resp.Text = fmt.Sprintf("Recommended: %s (%s risk), the fix runbook %s (%s) prescribes. Asking to apply it.",
+				plan.Action, plan.Risk, rb.ID, rb.Title)
+		}
 		call(toolApply, applyArgs{Service: svc, Variant: plan.Variant})
 	default:
 		resp.Text = conclusion(results[toolApply], svc)
@@ -125,6 +135,34 @@ func conclusion(r llm.ToolResult, svc string) string {
 		return "The fix was not approved, so I apply nothing else. The on-call team is paged with the diagnoses above."
 	}
 	return "apply_fix failed, so I apply nothing else. The on-call team is paged with the diagnoses above."
+}
+
+// offered reports whether req offers the model a tool named name.
+func offered(req llm.Request, name string) bool {
+	for _, t := range req.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// runbookIn decodes the runbook lookup's successful answer, if any.
+func runbookIn(results map[string]llm.ToolResult) (Runbook, bool) {
+	var rb Runbook
+	r, ok := results[runbookToolName]
+	return rb, ok && !r.IsError && json.Unmarshal([]byte(r.Content), &rb) == nil && rb.ID != ""
+}
+
+// runbookPlan is the plan of propose_fix's the runbook applies, else the
+// first one listed.
+func runbookPlan(p Proposal, rb Runbook) Plan {
+	for _, plan := range p.Plans {
+		if plan.Variant == rb.Variant {
+			return plan
+		}
+	}
+	return p.Plans[0]
 }
 
 // serviceOf reads the "Service:" line of the opening user message.

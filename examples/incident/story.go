@@ -49,8 +49,9 @@ func (d *demo) check(ok bool, format string, args ...any) bool {
 }
 
 // child runs this binary with args (and the model flags) as a child
-// process and returns its pid once it has exited with status 0.
-func (d *demo) child(args ...string) (int, error) {
+// process and returns its pid and what it printed once it has exited with
+// status 0.
+func (d *demo) child(args ...string) (int, string, error) {
 	args = append(args, d.c.models.args()...)
 	cmd := exec.CommandContext(d.c.ctx, d.exe, args...)
 	var out, errOut bytes.Buffer
@@ -62,7 +63,7 @@ func (d *demo) child(args ...string) (int, error) {
 	}
 	line := "incident " + shellJoin(args)
 	if err != nil {
-		return pid, fmt.Errorf("the child process `%s` (pid %d) failed: %v\n%s%s", line, pid, err, out.String(), errOut.String())
+		return pid, "", fmt.Errorf("the child process `%s` (pid %d) failed: %v\n%s%s", line, pid, err, out.String(), errOut.String())
 	}
 	fmt.Fprintf(d.c.stdout, "   $ %s   → process %d, exit status %d\n", line, pid, cmd.ProcessState.ExitCode())
 	if d.verbose {
@@ -70,7 +71,7 @@ func (d *demo) child(args ...string) (int, error) {
 			fmt.Fprintf(d.c.stdout, "   │ %s\n", l)
 		}
 	}
-	return pid, nil
+	return pid, out.String(), nil
 }
 
 // cmdDemo tells the whole story (see demo), after refreshing the cassette
@@ -109,7 +110,7 @@ func cmdDemo(c *cli, args []string) (err error) {
 	fmt.Fprintf(c.stdout, "The planner's model: %s, %s.\n\n", m.toolID(), m.source)
 
 	// Act 1: a child process starts the incident; it parks and the process exits.
-	startPID, err := d.child("start", "-db", c.db, "-id", id, "-service", in.Service, "-symptom", in.Symptom)
+	startPID, startOut, err := d.child("start", "-db", c.db, "-id", id, "-service", in.Service, "-symptom", in.Symptom)
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func cmdDemo(c *cli, args []string) (err error) {
 
 	// Act 2: another child process approves; the flow resumes there.
 	fmt.Fprintln(c.stdout)
-	approvePID, err := d.child("approve", id, "-db", c.db, "-by", *approver)
+	approvePID, approveOut, err := d.child("approve", id, "-db", c.db, "-by", *approver)
 	if err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func cmdDemo(c *cli, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	d.tellResume(original, startPID, approvePID)
+	d.tellResume(original, startPID, approvePID, [2]int{lookupsIn(startOut), lookupsIn(approveOut)})
 
 	// Act 3: re-fold the stored log from scratch, in this process.
 	fmt.Fprintln(c.stdout)

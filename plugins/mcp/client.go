@@ -37,7 +37,9 @@ type ServerConfig struct {
 	// stdio server takes its credentials from Env instead; Auth with
 	// Command is refused.
 	Auth llm.Credential
-	// HTTPClient carries the HTTP requests (default http.DefaultClient).
+	// HTTPClient carries the HTTP requests (default: a client of the
+	// Client's own, over a clone of http.DefaultTransport, whose idle
+	// connections Close closes).
 	HTTPClient *http.Client
 }
 
@@ -72,6 +74,9 @@ type Client struct {
 	session *sdk.ClientSession
 	// notifies is whether the server promised tools/list_changed.
 	notifies bool
+	// own is the transport Connect made when cfg gave no HTTP client:
+	// Close closes its idle connections.
+	own *http.Transport
 
 	mu      sync.Mutex
 	gen     uint64          // list_changed notifications seen
@@ -96,7 +101,14 @@ func Connect(ctx context.Context, cfg ServerConfig) (*Client, error) {
 	})
 	var transport sdk.Transport
 	if cfg.URL != "" {
-		transport = &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: authorized(cfg.HTTPClient, cfg.Auth)}
+		hc := cfg.HTTPClient
+		if hc == nil {
+			if t, ok := http.DefaultTransport.(*http.Transport); ok {
+				c.own = t.Clone()
+				hc = &http.Client{Transport: c.own}
+			}
+		}
+		transport = &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: authorized(hc, cfg.Auth)}
 	} else {
 		cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 		cmd.Env = append(os.Environ(), cfg.Env...)
@@ -157,7 +169,11 @@ func (c *Client) Session() *sdk.ClientSession { return c.session }
 // Close ends the session; for a stdio server it closes the subprocess's
 // stdin and waits for it to exit (signalling it after a grace period).
 func (c *Client) Close() error {
-	if err := c.session.Close(); err != nil {
+	err := c.session.Close()
+	if c.own != nil {
+		c.own.CloseIdleConnections()
+	}
+	if err != nil {
 		return fmt.Errorf("mcp: closing server %q: %w", c.name, err)
 	}
 	return nil
