@@ -1,7 +1,11 @@
 package loopback
 
 import (
+	"context"
+	"errors"
 	"net"
+	"net/http"
+	"time"
 )
 
 // DefaultAddr is where Listen binds when given no address: loopback, on a
@@ -75,4 +79,36 @@ func IsHost(host string) bool {
 func IsAddr(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
+}
+
+// Serve serves h on ln until ctx ends, then shuts down: it stops
+// accepting, lets in-flight requests finish for up to grace, and closes ln
+// (forcibly, with the open connections, past it). It returns nil after a
+// shutdown requested through ctx, or the error that stopped serving. The
+// server bounds headers (10 s to read them, 64 KiB) and idle connections
+// (2 min).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		err = errors.Join(err, srv.Close())
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/loom-kernel/loom/internal/loopback"
@@ -52,27 +51,5 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.opts.Insecure && s.opts.Authenticate == nil && !loopback.IsAddr(ln.Addr()) {
 		return errors.Join(ErrInsecureRemote, ln.Close())
 	}
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if err != nil {
-		err = errors.Join(err, srv.Close())
-	}
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
+	return loopback.Serve(ctx, ln, s.Handler(), ShutdownGrace)
 }

@@ -6,11 +6,9 @@ import (
 	"net"
 	"net/http"
 	"time"
-)
 
-// defaultAddr is where Listen binds for an empty address: loopback, a free
-// port.
-const defaultAddr = "127.0.0.1:0"
+	"github.com/loom-kernel/loom/internal/loopback"
+)
 
 // shutdownGrace bounds how long Listen's shutdown waits for requests in
 // flight once its context is done.
@@ -48,7 +46,7 @@ func (s *Server) Listen(ctx context.Context, addr string) (*Endpoint, error) {
 		return nil, err
 	}
 	bound := l.Addr().(*net.TCPAddr)
-	if !s.opts.AllowNonLoopback && !bound.IP.IsLoopback() {
+	if !s.opts.AllowNonLoopback && !loopback.IsAddr(bound) {
 		err := &NonLoopbackError{Addr: bound.String()}
 		if cerr := l.Close(); cerr != nil {
 			return nil, errors.Join(err, cerr)
@@ -79,7 +77,7 @@ func (s *Server) Listen(ctx context.Context, addr string) (*Endpoint, error) {
 // bindAddr applies the loopback default and refusal to addr.
 func (s *Server) bindAddr(addr string) (string, error) {
 	if addr == "" {
-		return defaultAddr, nil
+		return loopback.DefaultAddr, nil
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -88,10 +86,7 @@ func (s *Server) bindAddr(addr string) (string, error) {
 	if host == "" {
 		return net.JoinHostPort("127.0.0.1", port), nil
 	}
-	if s.opts.AllowNonLoopback || host == "localhost" {
-		return addr, nil
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !s.opts.AllowNonLoopback && !loopback.IsHost(host) {
 		return "", &NonLoopbackError{Addr: addr}
 	}
 	return addr, nil
