@@ -510,3 +510,38 @@ func dumpFrom(log []event.Envelope, from int) string {
 	}
 	return b.String()
 }
+
+// movedFlows is an execution moved onto another flow: golden.moved.v1
+// drafts and parks on review; an operator answers review with ResumeAs onto
+// golden.moved.v2, which drafts (served), parks on review (answered), then
+// on sign, and publishes. The resume at sign, in a process with no snapshot
+// of the move, must drive v2 — the flow the latest event names, not the
+// start's (the bug this history pins).
+func movedFlows(env *goldentest.Env) *loom.Flow {
+	draft := goldenStep(env, "draft", func(doc string) (string, error) { return doc + "/draft-1", nil })
+	publish := goldenStep(env, "publish", func(d string) (string, error) { return "published " + d, nil })
+	v2 := loom.NewFlow("golden.moved.v2", func(ctx *loom.Context, doc string) (string, error) {
+		d, err := loom.Run(ctx, draft, doc)
+		if err != nil {
+			return "", err
+		}
+		if _, err := ctx.Suspend("review"); err != nil {
+			return "", err
+		}
+		if _, err := ctx.Suspend("sign"); err != nil {
+			return "", err
+		}
+		return loom.Run(ctx, publish, d)
+	})
+	env.Also(v2)
+	return loom.NewFlow("golden.moved.v1", func(ctx *loom.Context, doc string) (string, error) {
+		d, err := loom.Run(ctx, draft, doc)
+		if err != nil {
+			return "", err
+		}
+		if _, err := ctx.Suspend("review"); err != nil {
+			return "", err
+		}
+		return "v1 kept " + d, nil
+	})
+}

@@ -24,6 +24,9 @@ const (
 	ActTimer   ActionKind = "timer"   // the due park timer fires (FireDueTimers at its wakeAt)
 	ActRecover ActionKind = "recover" // a new process's Recover re-drives what a crash left running
 	ActVerdict ActionKind = "verdict" // ResolveInDoubt: an operator's verdict on an in-doubt step
+	// ActResumeAs is ResumeAs(eventType, payload, OntoFlow(Flow)): an
+	// operator moves the parked execution onto another flow.
+	ActResumeAs ActionKind = "resumeAs"
 )
 
 // Action is one external input of a scenario. Derived from a log (Load),
@@ -40,6 +43,8 @@ type Action struct {
 	Payload   json.RawMessage
 	WakeAt    int64
 	Verdict   loom.Verdict
+	// Flow is the target flow of a resumeAs.
+	Flow string
 	// Crash names the step whose effect was running when the process died
 	// during the drive this action began: the next action is a recover.
 	Crash string
@@ -51,6 +56,12 @@ func StartWith(input any) Action { return Action{Kind: ActStart, Input: mustJSON
 // Answer is a script's answer to gate with payload (marshalled as JSON).
 func Answer(gate string, payload any) Action {
 	return Action{Kind: ActResume, EventType: gate, Payload: mustJSON(payload)}
+}
+
+// AnswerOnto is a script's ResumeAs: the answer to gate with payload,
+// moving the execution onto flow (which the case's config registers).
+func AnswerOnto(flow, gate string, payload any) Action {
+	return Action{Kind: ActResumeAs, EventType: gate, Payload: mustJSON(payload), Flow: flow}
 }
 
 // FireTimer is a script's firing of the timer the execution is parked on.
@@ -86,6 +97,8 @@ func (a Action) String() string {
 		s += " " + string(a.Input)
 	case ActResume:
 		s += " " + a.EventType + " " + string(a.Payload)
+	case ActResumeAs:
+		s += " " + a.EventType + " " + string(a.Payload) + " onto " + a.Flow
 	case ActTimer:
 		s += " wakeAt " + strconv.FormatInt(a.WakeAt, 10)
 	case ActVerdict:
@@ -104,11 +117,13 @@ func (a Action) String() string {
 //     null EXECUTION_RESUMED is an operator's verdict;
 //   - EXECUTION_RECOVERED is a recovery after a crash, and the step started
 //     without an outcome before it is where the previous drive died;
+//   - EXECUTION_MIGRATED with its EXECUTION_RESUMED is a ResumeAs onto the
+//     flow the migration's envelope names;
 //   - any other EXECUTION_RESUMED is a gate answer.
 //
 // Every other event is the flow's or the kernel's own doing; caller inputs
-// the harness cannot replay (an authenticator's approval, a migration, a
-// cancel, a fork) are refused.
+// the harness cannot replay (an authenticator's approval, a migration
+// without its resume, a cancel, a fork) are refused.
 func deriveActions(evs []event.Envelope) ([]Action, error) {
 	if len(evs) == 0 || evs[0].Type != event.ExecutionStarted {
 		return nil, errors.New("the log does not begin with EXECUTION_STARTED")
@@ -188,9 +203,20 @@ func deriveActions(evs []event.Envelope) ([]Action, error) {
 			}
 			a.Kind = ActVerdict
 			a.Verdict = loom.Verdict{StepID: step, Attempt: attempt, Done: v.Verdict == "done", Output: v.Output}
+		case event.ExecutionMigrated:
+			if i+1 >= len(evs) || evs[i+1].Type != event.ExecutionResumed {
+				return nil, fmt.Errorf("event %d: a migration the harness replays is a ResumeAs, followed by its EXECUTION_RESUMED", i)
+			}
+			var r struct {
+				EventType string          `json:"eventType"`
+				Payload   json.RawMessage `json:"payload"`
+			}
+			_ = json.Unmarshal(evs[i+1].PayloadOrNull(), &r)
+			a.Kind, a.EventType, a.Payload, a.Flow = ActResumeAs, r.EventType, r.Payload, e.WorkflowID
+			i++
 		case event.ExecutionResumed:
 			a.Kind, a.EventType, a.Payload = ActResume, p.EventType, p.Payload
-		case event.ApprovalGranted, event.ExecutionMigrated, event.ExecutionCancelled, event.ExecutionDenied, loom.ForkMarker:
+		case event.ApprovalGranted, event.ExecutionCancelled, event.ExecutionDenied, loom.ForkMarker:
 			return nil, fmt.Errorf("event %d: %s is a caller input the harness does not replay", i, e.Type)
 		default:
 			continue
@@ -215,7 +241,7 @@ func SameActions(derived, script []Action) error {
 	}
 	for i, d := range derived {
 		s := script[i]
-		if d.Kind != s.Kind || d.Crash != s.Crash || d.EventType != s.EventType ||
+		if d.Kind != s.Kind || d.Crash != s.Crash || d.EventType != s.EventType || d.Flow != s.Flow ||
 			canon(d.Input) != canon(s.Input) || canon(d.Payload) != canon(s.Payload) ||
 			d.Verdict.StepID != s.Verdict.StepID || d.Verdict.Attempt != s.Verdict.Attempt ||
 			d.Verdict.Done != s.Verdict.Done || canon(d.Verdict.Output) != canon(s.Verdict.Output) {

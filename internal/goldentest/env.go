@@ -30,6 +30,22 @@ type Env struct {
 	observed  []error
 	crashStep string
 	crashed   chan struct{}
+	also      []*loom.Flow
+}
+
+// Also registers flows beside the one the FlowFunc returns, in every
+// process of the world: the target of a ResumeAs (AnswerOnto). A FlowFunc
+// calls it while it builds its flow, with flows built on the same Env.
+func (e *Env) Also(flows ...*loom.Flow) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.also = append([]*loom.Flow(nil), flows...)
+}
+
+func (e *Env) extraFlows() []*loom.Flow {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]*loom.Flow(nil), e.also...)
 }
 
 // NewEnv returns an Env that has counted nothing. A world makes its own;

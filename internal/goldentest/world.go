@@ -129,7 +129,7 @@ func (w *World) open() {
 	flow := w.flow(w.env)
 	w.flowID = flow.ID
 	cfg := loom.Config{Events: w.events, Snapshots: w.snaps, Timers: w.timers, TimerPoll: -1,
-		Flows: []*loom.Flow{flow}, Clock: w.clock, NewID: ids.next, NodeID: "golden-node", StickyParks: -1,
+		Flows: append([]*loom.Flow{flow}, w.env.extraFlows()...), Clock: w.clock, NewID: ids.next, NodeID: "golden-node", StickyParks: -1,
 		Recovery: loom.Recovery{Disabled: true}, // a scenario recovers by hand, at its recorded point
 		Logger:   slog.New(slog.DiscardHandler)}
 	if w.config != nil {
@@ -183,6 +183,8 @@ func (w *World) Perform(a Action) (fold.State, error) {
 		_, err = w.rt.Start(w.ctx, w.flowID, a.Input, loom.WithExecutionID(w.id))
 	case ActResume:
 		err = w.rt.Resume(w.ctx, w.id, loom.ResumeEvent{EventType: a.EventType, Payload: a.Payload})
+	case ActResumeAs:
+		err = w.rt.ResumeAs(w.ctx, w.id, loom.ResumeEvent{EventType: a.EventType, Payload: a.Payload}, loom.OntoFlow(a.Flow))
 	case ActTimer:
 		if first {
 			err = w.rt.Resume(w.ctx, w.id, loom.ResumeEvent{EventType: event.TimerFired, Payload: mustJSON(map[string]int64{"wakeAt": a.WakeAt})})
