@@ -55,30 +55,10 @@ const ShutdownGrace = 10 * time.Second
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	stop := make(chan struct{})
 	var once sync.Once
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context {
+	return loopback.Serve(ctx, ln, h, ShutdownGrace, func(srv *http.Server) {
+		srv.BaseContext = func(net.Listener) context.Context {
 			return context.WithValue(context.Background(), stopKey{}, stop)
-		},
-	}
-	srv.RegisterOnShutdown(func() { once.Do(func() { close(stop) }) })
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if err != nil {
-		err = errors.Join(err, srv.Close())
-	}
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
+		}
+		srv.RegisterOnShutdown(func() { once.Do(func() { close(stop) }) })
+	})
 }

@@ -86,13 +86,17 @@ func IsAddr(a net.Addr) bool {
 // (forcibly, with the open connections, past it). It returns nil after a
 // shutdown requested through ctx, or the error that stopped serving. The
 // server bounds headers (10 s to read them, 64 KiB) and idle connections
-// (2 min).
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
+// (2 min); configure, when given, adjusts it before it serves (a base
+// context, a shutdown hook).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, configure ...func(*http.Server)) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+	}
+	for _, c := range configure {
+		c(srv)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
