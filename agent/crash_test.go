@@ -76,34 +76,7 @@ func driveUntil(ctx context.Context, rt *loom.Runtime, fault *crashtest.FaultSto
 	if _, err := rt.Start(ctx, "triage", "checkout is slow", loom.WithExecutionID(crashID)); err != nil {
 		return err
 	}
-	sub, err := inner.(store.Subscriber).Subscribe(ctx, crashID, 0)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	f := fold.NewFolder(fold.Initial())
-	for {
-		select {
-		case <-fault.Killed():
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, ok := <-sub.Events():
-			if !ok {
-				return sub.Err()
-			}
-			f.Apply(e)
-			st := f.Peek()
-			if st.Status.Terminal() {
-				return nil
-			}
-			if st.Status == fold.StatusSuspended {
-				if err := approveIfParked(ctx, rt, *st); err != nil && !fault.Dead() {
-					return err
-				}
-			}
-		}
-	}
+	return crashtest.Follow(ctx, fault, inner, crashID, func(st fold.State) error { return approveIfParked(ctx, rt, st) })
 }
 
 // modelTurnsDone lists which model turns a log completed.

@@ -10,7 +10,6 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/agent"
 	"github.com/loom-kernel/loom/event"
-	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/internal/crashtest"
 	"github.com/loom-kernel/loom/llm"
 	"github.com/loom-kernel/loom/llm/llmtest"
@@ -56,28 +55,7 @@ func runUntil(ctx context.Context, rt *loom.Runtime, fault *crashtest.FaultStore
 	if _, err := rt.Start(ctx, "agent", "check the box", loom.WithExecutionID(crashID)); err != nil && !fault.Dead() {
 		return err
 	}
-	sub, err := inner.(store.Subscriber).Subscribe(ctx, crashID, 0)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	f := fold.NewFolder(fold.Initial())
-	for {
-		select {
-		case <-fault.Killed():
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, ok := <-sub.Events():
-			if !ok {
-				return sub.Err()
-			}
-			f.Apply(e)
-			if f.Peek().Status.Terminal() {
-				return nil
-			}
-		}
-	}
+	return crashtest.Follow(ctx, fault, inner, crashID, nil)
 }
 
 // outcomes lists the steps whose outcome (completed, or failed typed) a
