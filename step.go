@@ -65,7 +65,7 @@ func (t *Task) channels() (map[string]*schema.Schema, error) {
 	c.once.Do(func() {
 		c.schemas = map[string]*schema.Schema{}
 		for ch, src := range t.Errors { //loom:order-independent map into map
-			s, err := schema.Compile(src)
+			s, err := compileChannel(src)
 			if err != nil {
 				c.err = fmt.Errorf("loom: step %q: error channel %q: %w", t.ID, ch, err)
 				return
@@ -74,6 +74,24 @@ func (t *Task) channels() (map[string]*schema.Schema, error) {
 		}
 	})
 	return c.schemas, c.err
+}
+
+// compiledChannels caches channel schemas by source: a Task built per call
+// (a model call, an agent's tool call) declares the same few schemas every
+// time, and would otherwise compile them on every failure. Channel schemas
+// are written in code, so the cache stays as small as the program.
+var compiledChannels sync.Map // string -> *schema.Schema
+
+func compileChannel(src string) (*schema.Schema, error) {
+	if s, ok := compiledChannels.Load(src); ok {
+		return s.(*schema.Schema), nil
+	}
+	s, err := schema.Compile(src)
+	if err != nil {
+		return nil, err
+	}
+	compiledChannels.Store(src, s)
+	return s, nil
 }
 
 // Step is a typed step definition. Define steps once (package level) and
