@@ -12,6 +12,8 @@ type Set struct {
 	Timers    TimerStore
 	Leases    LeaseStore
 	Content   ContentStore
+	// Queues is the durable start queue dispatch.Queue claims from.
+	Queues QueueStore
 }
 
 // Provider hands over a Set: a preset's result plugs into loom.Config

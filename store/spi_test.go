@@ -42,7 +42,8 @@ var pinned = map[string]struct {
 	"SnapshotStore": {SnapshotStoreSPIVersion,
 		[]any{(*SnapshotStore)(nil), (*SnapshotLister)(nil), (*SnapshotPruner)(nil), (*SnapshotDeleter)(nil)}},
 	"BranchRegistry": {BranchRegistrySPIVersion, []any{(*BranchRegistry)(nil)}},
-	"TimerStore":     {TimerStoreSPIVersion, []any{(*TimerStore)(nil)}},
+	"TimerStore":     {TimerStoreSPIVersion, []any{(*TimerStore)(nil), (*TimerClaimer)(nil)}},
+	"QueueStore":     {QueueStoreSPIVersion, []any{(*QueueStore)(nil)}},
 	"LeaseStore":     {LeaseStoreSPIVersion, []any{(*LeaseStore)(nil)}},
 	"ContentStore":   {ContentStoreSPIVersion, []any{(*ContentStore)(nil), (*ContentDeleter)(nil)}},
 	"StatusIndex":    {StatusIndexSPIVersion, []any{(*StatusIndex)(nil)}},
@@ -54,6 +55,8 @@ var pinnedDigests = map[string]string{
 	"BranchRegistry@1.0.0": "eee6c3487f9a0783d92a0b204c99dfc44d3ae5e02506dd27d0f1c855f7cd95b9",
 	"LeaseStore@1.0.0":     "36d620ac881656604a878dfe32359eb1fd6a0f3fa8da601ba4c1bfe03ec2c2f4",
 	"TimerStore@1.0.0":     "f9fec18017e3e1a1de729dcee188b5be7888a8e21899a7af9ff8cfdb3ae4bd10",
+	"TimerStore@1.1.0":     "3dd2e08453d8a9e2a792419abdfaca21564a809a3fd4cf77e233d963150c0c0a",
+	"QueueStore@1.0.0":     "476bf7b721cdc8e46e2e9a973b089a4a2d960479444bbd22a488ac7d53e5996c",
 	"ContentStore@1.0.0":   "e99c7325d4f9b021db16b807c3ee0571750af35e2abaec7755c5e0a9f4e1c873",
 	"StatusIndex@1.0.0":    "b4fc77e7eebb8eb3424f1f51dde339f79b19f863e737c3aebdc9d57deb86bb78",
 }

@@ -7,7 +7,7 @@ import (
 
 // TimerStoreSPIVersion versions the TimerStore SPI (pinned with its method
 // set by TestSPIVersionsPinMethodSets).
-const TimerStoreSPIVersion = "1.0.0"
+const TimerStoreSPIVersion = "1.1.0"
 
 // Timer is a durable wake-up: at WakeAt (epoch ms, on the runtime's clock)
 // the poller fires it. Key identifies it: storing a timer under a key
