@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom/effect"
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/middleware"
 	"github.com/loom-kernel/loom/store"
 )
@@ -114,6 +115,29 @@ type Config struct {
 	Clock Clock
 	// NewID mints execution and event ids (default 128 random bits, hex).
 	NewID func() string
+	// OnEvent, when set, is called with every event a journal of this
+	// runtime commits, synchronously at the commit and in commit order per
+	// execution — before the event is durable, so it may report an event a
+	// crash then loses (use OnDurableEvent for what the log holds). It runs
+	// on the committing flow's goroutine: a slow hook slows that flow, never
+	// the durable tail or another execution. It must not call back into the
+	// runtime for the same execution. A panic is recovered and logged.
+	OnEvent func(event.Envelope)
+	// OnDurableEvent, when set, is called with every event once the log
+	// holds it (ADR 0147): never for an event the log does not hold, at
+	// most once, in order per execution. It runs on a goroutine of its own,
+	// fed by a queue of EventHookBuffer events: a hook that blocks or falls
+	// behind never stalls a journal; past the bound, events are dropped,
+	// logged and counted (Runtime.DroppedDurableEvents). A panic is
+	// recovered and logged. Close delivers what is queued before it
+	// returns.
+	OnDurableEvent func(event.Envelope)
+	// EventHookBuffer bounds OnDurableEvent's queue (default 65536 events).
+	EventHookBuffer int
+	// Observer, when set, sees drives, step attempts, operations, append
+	// batches, timer firings and lease take-overs (the telemetry package
+	// wires OpenTelemetry through it). Nil by default: none of it runs.
+	Observer Observer
 	// Logger receives divergence warnings, recovery notes and every
 	// best-effort failure the runtime rides out (default slog.Default()).
 	Logger *slog.Logger
@@ -300,6 +324,10 @@ func (c *Config) validate() error {
 		return refuse("Divergence", "is not DivergenceFail, DivergenceWarn or DivergenceOff")
 	case c.MaxEffectTime < 0:
 		return refuse("MaxEffectTime", "is negative")
+	case c.EventHookBuffer < 0:
+		return refuse("EventHookBuffer", "is negative")
+	case c.EventHookBuffer > 0 && c.OnDurableEvent == nil:
+		return refuse("EventHookBuffer", "needs Config.OnDurableEvent: there is no queue to bound")
 	}
 	return nil
 }
@@ -319,6 +347,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.TimerPoll == 0 {
 		c.TimerPoll = time.Second
+	}
+	if c.EventHookBuffer == 0 {
+		c.EventHookBuffer = 1 << 16
 	}
 	if c.TimerWorkers <= 0 {
 		c.TimerWorkers = 32

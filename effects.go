@@ -55,7 +55,12 @@ func (r *drive) effectOf(t *Task) (effect.Func, error) {
 // effectContext builds the attempt's effect.Context and its context: the
 // scope's, carrying the context itself and the idempotency key, bounded by
 // the step's timeout and Config.MaxEffectTime.
-func (r *drive) effectContext(c *Context, t *Task, attempt int64) (*effect.Context, context.CancelFunc) {
+//
+// With an Observer, each attempt runs under its StepAttempt bracket: the
+// attempt's context carries its span, and finish ends the last attempt's
+// bracket with the step's error (a retry ends the one before with its
+// cause).
+func (r *drive) effectContext(c *Context, t *Task, attempt int64) (ec *effect.Context, cancel context.CancelFunc, finish func(error)) {
 	var (
 		resources   fold.Resources
 		deadline    int64
@@ -83,35 +88,46 @@ func (r *drive) effectContext(c *Context, t *Task, attempt int64) (*effect.Conte
 		}
 		return c.scope.ctx, func() {}
 	}
-	ctx, first := attemptCtx()
-	cancels := []context.CancelFunc{first}
-	cancel := func() {
-		for _, c := range cancels {
-			c()
-		}
-	}
 	kind := t.Kind
 	if kind == "" {
 		kind = "step"
 	}
+	end := func(error) {}
+	observed := func(ctx context.Context, n int64) context.Context {
+		o := r.rt.cfg.Observer
+		if o == nil {
+			return ctx
+		}
+		ctx, end = o.StepAttempt(ctx, StepAttempt{ExecutionID: r.x.id, StepID: t.ID, ToolID: t.ToolID, Kind: kind, Attempt: n})
+		return ctx
+	}
+	ctx, first := attemptCtx()
+	ctx = observed(ctx, attempt)
+	cancels := []context.CancelFunc{first}
+	cancel = func() {
+		for _, c := range cancels {
+			c()
+		}
+	}
 	base := effect.Context{ExecutionID: r.x.id, StepID: t.ID, ToolID: t.ToolID, Kind: kind, Attempt: attempt,
 		IdempotencyKey: effect.IdempotencyKey(r.x.id, t.ID, attempt), Resources: resources,
 		Principal: who.principal, Tenant: who.tenant, Agent: who.agent, Approver: approver}
-	var ec *effect.Context
 	ec = effect.NewContext(ctx, base, effect.Hooks{
 		Now:  r.rt.cfg.Clock.Now,
 		Emit: func(typ string, payload any) error { return r.effectEmit(c, ec, typ, payload) },
 		Retrying: func(cause error, delay time.Duration) (int64, context.Context, error) {
+			end(cause)
+			end = func(error) {}
 			next, err := r.retrying(t, ec.Attempt, cause, delay)
 			if err != nil {
 				return 0, nil, err
 			}
 			actx, acancel := attemptCtx()
 			cancels = append(cancels, acancel)
-			return next, actx, nil
+			return next, observed(actx, next), nil
 		},
 	})
-	return ec, cancel
+	return ec, cancel, func(err error) { end(err) }
 }
 
 func effectTimeout(step, bound time.Duration) time.Duration {

@@ -113,12 +113,13 @@ func (r *drive) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) 
 	if t.NonIdempotent {
 		r.barrier() // the in-doubt marker is durable before the effect runs (ADR 0021)
 	}
-	ec, cancel := r.effectContext(c, t, attempt)
+	ec, cancel, finish := r.effectContext(c, t, attempt)
 	defer cancel()
 	out, err := []byte(nil), r.authorizeEffect(c, ec, t)
 	if err == nil {
 		out, err = r.runEffect(ec, t, fn, in)
 	}
+	finish(err)
 	if err == nil && !json.Valid(out) {
 		err = fmt.Errorf("effect %q returned invalid JSON", t.ID)
 	}

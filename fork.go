@@ -88,6 +88,7 @@ func (rt *Runtime) Fork(ctx context.Context, id string, at int64, opts ...ForkOp
 	}
 	var final fold.State
 	err = rt.transact(ctx, newID, txSpec{
+		op:     "fork",
 		create: true, flow: flow, initial: src,
 		admit: func(ctx context.Context, tx *txn) error {
 			tx.simulate = o.simulate

@@ -235,6 +235,7 @@ func (rt *Runtime) deliver(ctx context.Context, id string) {
 		return
 	}
 	err := rt.transact(ctx, id, txSpec{
+		op:  "send",
 		pin: true,
 		admit: func(ctx context.Context, tx *txn) error {
 			if !awaitsMessage(tx.state) {

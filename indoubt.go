@@ -64,6 +64,7 @@ func (rt *Runtime) ResolveInDoubt(ctx context.Context, id string, v Verdict) err
 	}
 	var a admission.Admission
 	return rt.transact(ctx, id, txSpec{
+		op:  "resolve",
 		pin: true,
 		admit: func(ctx context.Context, tx *txn) (err error) {
 			a, err = admission.AdmitVerdict(tx.state, admission.Verdict(v))

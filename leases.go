@@ -67,6 +67,7 @@ func (rt *Runtime) acquireLease(ctx context.Context, id string) error {
 		return nil
 	}
 	defer rt.leaseLocks.lock(id)()
+	from := rt.lapsedOwner(ctx, id)
 	l, err := rt.cfg.Leases.Acquire(ctx, id, rt.cfg.NodeID, rt.cfg.Clock.Now().UnixMilli(), rt.leaseTTL())
 	var held *store.LeaseHeldError
 	if errors.As(err, &held) {
@@ -76,7 +77,23 @@ func (rt *Runtime) acquireLease(ctx context.Context, id string) error {
 		return err
 	}
 	rt.holdLease(id, l)
+	if from != "" {
+		rt.cfg.Observer.LeaseTakenOver(ctx, id, from)
+	}
 	return nil
+}
+
+// lapsedOwner names the other node whose lapsed lease an acquire would
+// take over, for an Observer; without one it reads nothing.
+func (rt *Runtime) lapsedOwner(ctx context.Context, id string) string {
+	if rt.cfg.Observer == nil {
+		return ""
+	}
+	l, ok, err := rt.cfg.Leases.Get(ctx, id)
+	if err != nil || !ok || l.Owner == "" || l.Owner == rt.cfg.NodeID {
+		return ""
+	}
+	return l.Owner
 }
 
 // holdLease remembers a lease this node holds for a claimed execution.

@@ -43,6 +43,7 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 			continue
 		}
 		err := rt.transact(ctx, id, txSpec{
+			op: "cancel",
 			admit: func(ctx context.Context, tx *txn) error {
 				if tx.state.Status.Terminal() {
 					return &ResumeRefusedError{ExecutionID: id, Reason: RefusedTerminal, Detail: "the execution has already ended"}
@@ -106,6 +107,7 @@ func (rt *Runtime) recordDenial(ctx context.Context, id, action, reason string) 
 		return
 	}
 	err := rt.transact(ctx, id, txSpec{
+		op: "deny",
 		commit: func(ctx context.Context, tx *txn) (bool, error) {
 			_, err := tx.j.Commit(event.ExecutionDenied, payload, nil)
 			return false, err

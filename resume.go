@@ -78,6 +78,7 @@ func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, princi
 	}
 	var a admission.Admission
 	return rt.transact(ctx, id, txSpec{
+		op:  "resume",
 		pin: true,
 		admit: func(ctx context.Context, tx *txn) (err error) {
 			tx.simulate = tx.simulate || o.simulate
@@ -156,6 +157,7 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 func (rt *Runtime) redrive(ctx context.Context, id string, simulate bool) error {
 	var a admission.Admission
 	return rt.transact(ctx, id, txSpec{
+		op:      "redrive",
 		redrive: true, pin: true,
 		admit: func(ctx context.Context, tx *txn) (err error) {
 			tx.simulate = tx.simulate || simulate

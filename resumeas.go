@@ -56,6 +56,7 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 		target = f
 	}
 	return rt.transact(ctx, id, txSpec{
+		op: "resume-as",
 		admit: func(ctx context.Context, tx *txn) (err error) {
 			tx.simulate = tx.simulate || o.simulate
 			if target == nil {

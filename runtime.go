@@ -48,6 +48,7 @@ type Runtime struct {
 	streams       streamLengths          // inbox stream lengths this process knows
 	leases        map[string]store.Lease // leases this node holds, by execution
 	leaseLocks    leaseLocks
+	pump          *durablePump // feeds Config.OnDurableEvent; nil without it
 }
 
 // execution is an execution claimed by this process: at most one drive (or
@@ -87,6 +88,9 @@ func New(cfg Config) (*Runtime, error) {
 		rt.flows[f.ID] = f
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	if cfg.OnDurableEvent != nil {
+		rt.pump = newDurablePump(cfg.OnDurableEvent, cfg.EventHookBuffer, cfg.Logger.Warn)
+	}
 	if cfg.Timers != nil && cfg.TimerPoll > 0 {
 		rt.wg.Add(1)
 		go rt.pollTimers()
@@ -123,6 +127,9 @@ func (rt *Runtime) Close() error {
 	}
 	rt.cancel()
 	rt.wg.Wait()
+	if rt.pump != nil {
+		rt.pump.close()
+	}
 	return nil
 }
 
@@ -283,6 +290,7 @@ func (rt *Runtime) start(ctx context.Context, flow *Flow, id string, started map
 		started["codeHash"] = flow.CodeFingerprint
 	}
 	return rt.transact(ctx, id, txSpec{
+		op:     "start",
 		create: true, flow: flow, initial: fold.Initial(),
 		admit: func(ctx context.Context, tx *txn) error {
 			if deadline == nil {
@@ -325,9 +333,16 @@ func (rt *Runtime) unknownFlow(flowID string) error {
 
 // launch runs the flow over j in the background and releases x when the
 // drive ends.
-func (rt *Runtime) launch(x *execution, j *journal.Journal, simulate bool) {
+func (rt *Runtime) launch(opCtx context.Context, x *execution, j *journal.Journal, simulate bool) {
 	st := j.State()
 	ctx, cancel := context.WithCancel(rt.ctx)
+	endDrive := func(DriveEnd) {}
+	if o := rt.cfg.Observer; o != nil {
+		// The drive's context stays the runtime's (cancelled by Close); the
+		// Observer adds the drive's span, parented in the operation's trace.
+		ctx, endDrive = o.Drive(ctx, DriveInfo{ExecutionID: x.id, FlowID: x.flow.ID, Simulated: simulate,
+			Operation: opCtx, Trace: func() map[string]string { return rt.startedTrace(x.id) }})
+	}
 	r := &drive{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate,
 		root: &scope{ctx: ctx, cancel: cancel}, snapshotAt: -1, issued: map[string]issue{}}
 	if rt.cfg.Divergence != DivergenceOff && (len(st.Frames) > 0 || len(st.Variables.ResumePayloads) > 0) {
@@ -342,6 +357,7 @@ func (rt *Runtime) launch(x *execution, j *journal.Journal, simulate bool) {
 		cancel()
 		x.abortErr = ErrRuntimeClosed
 		rt.release(x)
+		endDrive(DriveEnd{Err: ErrRuntimeClosed})
 		rt.cfg.Logger.Warn("loom: runtime closed before the drive started; the execution stays as its log has it", "execution", x.id)
 		return
 	}
@@ -352,6 +368,7 @@ func (rt *Runtime) launch(x *execution, j *journal.Journal, simulate bool) {
 	go func() {
 		defer rt.wg.Done()
 		o := r.runBody(st.Variables.Input)
+		endDrive(DriveEnd{Status: o.status, Err: o.err})
 		cancel()
 		if o.err == nil {
 			x.final, x.settled = j.State(), true

@@ -164,7 +164,7 @@ func (rt *Runtime) FireDueTimers(ctx context.Context) (int, error) {
 	fired := 0
 	for {
 		now := rt.cfg.Clock.Now().UnixMilli()
-		due, err := ts.Due(ctx, now, timerBatch)
+		due, err := rt.dueTimers(ctx, now)
 		if err != nil || len(due) == 0 {
 			return fired, err
 		}
@@ -177,6 +177,17 @@ func (rt *Runtime) FireDueTimers(ctx context.Context) (int, error) {
 			return fired, nil // only timers whose handlers keep failing are due
 		}
 	}
+}
+
+// dueTimers reads the next batch of due timers. A store that claims
+// (store.TimerClaimer) hands each to one node for a lease TTL, so nodes
+// sharing it fire each timer once; a plain store lists them to every
+// poller, and the ingress gate refuses the duplicates.
+func (rt *Runtime) dueTimers(ctx context.Context, now int64) ([]store.Timer, error) {
+	if c, ok := rt.cfg.Timers.(store.TimerClaimer); ok {
+		return c.ClaimDue(ctx, rt.cfg.NodeID, now, rt.leaseTTL(), timerBatch)
+	}
+	return rt.cfg.Timers.Due(ctx, now, timerBatch)
 }
 
 func (rt *Runtime) fireBatch(ctx context.Context, due []store.Timer) (int, error) {
@@ -215,6 +226,9 @@ func (rt *Runtime) fireBatch(ctx context.Context, due []store.Timer) (int, error
 
 // fire handles one due timer and deletes it unless its handler failed.
 func (rt *Runtime) fire(ctx context.Context, t store.Timer) (bool, error) {
+	if o := rt.cfg.Observer; o != nil {
+		o.TimerFired(ctx, t.Key, time.Duration(rt.cfg.Clock.Now().UnixMilli()-t.WakeAt)*time.Millisecond)
+	}
 	if strings.HasPrefix(t.Key, "park:") {
 		ev := ResumeEvent{EventType: event.TimerFired, Payload: marshalJSON(map[string]int64{"wakeAt": t.WakeAt})}
 		err := rt.resume(ctx, t.ExecutionID, ev, nil, resumeOptions{})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/store"
@@ -38,6 +39,8 @@ type txn struct {
 
 // txSpec is what an operation does inside the transaction.
 type txSpec struct {
+	// op names the operation for an Observer ("start", "resume", …).
+	op string
 	// create says the id must be new (Start, Fork): a claimed or existing
 	// id is refused with ErrExecutionExists, and nothing is loaded — the
 	// journal opens on initial, for flow.
@@ -63,7 +66,16 @@ type txSpec struct {
 }
 
 // transact runs s on execution id.
-func (rt *Runtime) transact(ctx context.Context, id string, s txSpec) error {
+func (rt *Runtime) transact(ctx context.Context, id string, s txSpec) (err error) {
+	if rt.cfg.Observer != nil {
+		flowID := ""
+		if s.flow != nil {
+			flowID = s.flow.ID
+		}
+		var end func(error)
+		ctx, end = rt.operation(ctx, s.op, id, flowID)
+		defer func() { end(err) }()
+	}
 	tx, err := rt.begin(ctx, id, s)
 	if err != nil {
 		return err
@@ -101,7 +113,7 @@ func (rt *Runtime) transact(ctx context.Context, id string, s txSpec) error {
 			return err
 		}
 	}
-	tx.j = rt.openJournal(id, tx.workflowID, tx.state, token, driveMeta(tx.state, tx.simulate))
+	tx.j = rt.openJournal(id, tx.workflowID, tx.state, token, driveMeta(tx.state, tx.simulate), rt.withTrace(ctx, nil))
 	drive, err := s.commit(ctx, tx)
 	if err == nil {
 		err = tx.j.Barrier(context.WithoutCancel(ctx))
@@ -117,7 +129,7 @@ func (rt *Runtime) transact(ctx context.Context, id string, s txSpec) error {
 	}
 	if drive {
 		driving = true
-		rt.launch(tx.x, tx.j, tx.simulate)
+		rt.launch(ctx, tx.x, tx.j, tx.simulate)
 	}
 	return nil
 }
@@ -152,14 +164,31 @@ func createConflict(err error) bool {
 
 // openJournal opens the journal a transaction (and the drive after it)
 // writes through.
-func (rt *Runtime) openJournal(id, workflowID string, st fold.State, token int64, meta map[string]json.RawMessage) *journal.Journal {
+func (rt *Runtime) openJournal(id, workflowID string, st fold.State, token int64, meta, first map[string]json.RawMessage) *journal.Journal {
 	opts := []journal.Option{
 		journal.WithClock(func() int64 { return rt.cfg.Clock.Now().UnixMilli() }),
 		journal.WithIDs(rt.cfg.NewID),
 		journal.WithMeta(meta),
 	}
+	if len(first) > 0 {
+		opts = append(opts, journal.WithFirstMeta(first))
+	}
 	if f, ok := rt.cfg.Events.(store.Fencer); ok && !rt.cfg.DisableFencing {
 		opts = append(opts, journal.WithFence(f, token))
+	}
+	if rt.cfg.OnEvent != nil || rt.pump != nil {
+		var durable func([]event.Envelope)
+		if rt.pump != nil {
+			durable = rt.pump.push
+		}
+		opts = append(opts, journal.WithHooks(rt.cfg.OnEvent, durable, func(hook string, v any) {
+			rt.cfg.Logger.Warn("loom: "+hook+" panicked; the runtime goes on", "execution", id, "panic", fmt.Sprint(v))
+		}))
+	}
+	if o := rt.cfg.Observer; o != nil {
+		opts = append(opts, journal.WithAppendObserver(func(events int) func(error) {
+			return o.Append(rt.ctx, id, events)
+		}))
 	}
 	if rt.cfg.Snapshots != nil && rt.cfg.SnapshotEvery > 0 {
 		opts = append(opts, journal.WithSnapshots(int64(rt.cfg.SnapshotEvery), func(s fold.State) { rt.saveSnapshot(id, s) }))

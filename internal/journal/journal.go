@@ -67,6 +67,12 @@ func WithFence(f store.Fencer, token int64) Option {
 // metadata is merged over it.
 func WithMeta(meta map[string]json.RawMessage) Option { return func(j *Journal) { j.meta = meta } }
 
+// WithFirstMeta stamps meta on the journal's first commit only (the trace
+// context of the operation that opened it), merged under that commit's own.
+func WithFirstMeta(meta map[string]json.RawMessage) Option {
+	return func(j *Journal) { j.firstMeta = meta }
+}
+
 // WithSnapshots checkpoints the state after every every-th event, once that
 // event is durable, through save (called off the journal's lock). A newer
 // checkpoint replaces one still pending, so a slow snapshot store costs
@@ -79,6 +85,23 @@ func WithSnapshots(every int64, save func(fold.State)) Option {
 	}
 }
 
+// WithHooks reports events: onCommit synchronously at each commit, in
+// commit order, off the journal's lock (a slow hook delays the committer,
+// never the durable tail); onDurable with each batch once the store holds
+// it, on the tail's goroutine, so it must hand the batch off and return.
+// A nil hook is skipped; a panicking one is recovered and reported to
+// onPanic.
+func WithHooks(onCommit func(event.Envelope), onDurable func([]event.Envelope), onPanic func(hook string, v any)) Option {
+	return func(j *Journal) { j.onCommit, j.onDurable, j.onPanic = onCommit, onDurable, onPanic }
+}
+
+// WithAppendObserver brackets every durable append batch: begin is called
+// before the store write with the batch's size, and the func it returns
+// with the write's error.
+func WithAppendObserver(begin func(events int) func(error)) Option {
+	return func(j *Journal) { j.observeAppend = begin }
+}
+
 // Journal is one live execution's writer. Build it with New.
 type Journal struct {
 	store       store.EventStore
@@ -87,11 +110,21 @@ type Journal struct {
 	now         func() int64
 	newID       func() string
 	meta        map[string]json.RawMessage
+	firstMeta   map[string]json.RawMessage // merged into the first commit, then dropped
 	fencer      store.Fencer
 	token       int64
 
 	snapshotEvery int64
 	saveSnapshot  func(fold.State)
+
+	onCommit      func(event.Envelope)
+	onDurable     func([]event.Envelope)
+	onPanic       func(hook string, v any)
+	observeAppend func(events int) func(error)
+	// hookMu orders onCommit calls as their commits: a committer takes it
+	// before mu and calls the hook after releasing mu, so the durable tail
+	// (which takes only mu) never waits for a hook.
+	hookMu sync.Mutex
 
 	mu      sync.Mutex
 	folder  *fold.Folder
@@ -150,8 +183,33 @@ func (j *Journal) append(typ string, payload any, meta map[string]json.RawMessag
 	if err != nil {
 		return event.Envelope{}, err
 	}
+	if j.onCommit == nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return j.appendLocked(typ, raw, meta, terminal)
+	}
+	j.hookMu.Lock()
+	defer j.hookMu.Unlock()
 	j.mu.Lock()
-	defer j.mu.Unlock()
+	e, err := j.appendLocked(typ, raw, meta, terminal)
+	j.mu.Unlock()
+	if err == nil {
+		j.callHook("OnEvent", func() { j.onCommit(e) })
+	}
+	return e, err
+}
+
+// callHook runs an app hook, turning its panic into a report.
+func (j *Journal) callHook(name string, f func()) {
+	defer func() {
+		if p := recover(); p != nil && j.onPanic != nil {
+			j.onPanic(name, p)
+		}
+	}()
+	f()
+}
+
+func (j *Journal) appendLocked(typ string, raw json.RawMessage, meta map[string]json.RawMessage, terminal bool) (event.Envelope, error) {
 	if j.err != nil {
 		return event.Envelope{}, j.err
 	}
@@ -161,9 +219,12 @@ func (j *Journal) append(typ string, payload any, meta map[string]json.RawMessag
 	if j.sealed {
 		return event.Envelope{}, ErrSealed
 	}
-	if len(j.meta) > 0 {
-		merged := make(map[string]json.RawMessage, len(j.meta)+len(meta))
+	if len(j.meta) > 0 || len(j.firstMeta) > 0 {
+		merged := make(map[string]json.RawMessage, len(j.meta)+len(j.firstMeta)+len(meta))
 		for k, v := range j.meta { //loom:order-independent map into map
+			merged[k] = v
+		}
+		for k, v := range j.firstMeta { //loom:order-independent map into map
 			merged[k] = v
 		}
 		for k, v := range meta { //loom:order-independent map into map
@@ -180,6 +241,7 @@ func (j *Journal) append(typ string, payload any, meta map[string]json.RawMessag
 		return event.Envelope{}, err
 	}
 	j.sealed = terminal
+	j.firstMeta = nil
 	j.next++
 	j.folder.Apply(e)
 	j.queue = append(j.queue, e)
@@ -209,10 +271,20 @@ func (j *Journal) drain() {
 		from := j.durable
 		j.mu.Unlock()
 		err := contiguous(batch, from)
+		var observed func(error)
+		if err == nil && j.observeAppend != nil {
+			observed = j.observeAppend(len(batch))
+		}
 		if err == nil && j.fencer != nil {
 			err = j.fencer.AppendFenced(context.Background(), j.executionID, j.token, batch[0].Sequence, batch)
 		} else if err == nil {
 			err = j.store.Append(context.Background(), j.executionID, batch[0].Sequence, batch)
+		}
+		if observed != nil {
+			observed(err)
+		}
+		if err == nil && j.onDurable != nil {
+			j.callHook("OnDurableEvent", func() { j.onDurable(batch) })
 		}
 		j.mu.Lock()
 		if err != nil {
