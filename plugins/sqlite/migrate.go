@@ -146,6 +146,49 @@ var schemaMigrations = []migration{
 		`CREATE INDEX unfinished_next ON unfinished (next_execution_id) WHERE next_execution_id IS NOT NULL`,
 		sqlBackfillUnfinished,
 	}},
+	{8, "work queues and timer claims", []string{
+		// One row per queued start, kept when done: the row is the
+		// idempotency record of (queue, execution_id). owner is NULL when
+		// the item holds no current claim (never claimed, released or done);
+		// a claim is live while owner is set, done is 0 and expires_at is
+		// after the time asked. token counts the claims of the item (it is
+		// also Claim.Attempt). A rowid table, like snapshots: inputs are
+		// caller-sized.
+		`CREATE TABLE queue_items (
+			queue         TEXT NOT NULL,
+			execution_id  TEXT NOT NULL,
+			flow_id       TEXT NOT NULL,
+			input         TEXT,
+			tenant        TEXT NOT NULL,
+			priority      INTEGER NOT NULL,
+			partition_key TEXT NOT NULL,
+			enqueued_at   INTEGER NOT NULL,
+			meta          TEXT,
+			done          INTEGER NOT NULL DEFAULT 0,
+			owner         TEXT,
+			token         INTEGER NOT NULL DEFAULT 0,
+			claimed_at    INTEGER NOT NULL DEFAULT 0,
+			expires_at    INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (queue, execution_id)
+		)`,
+		// Claim walks a queue's undone items in claim order here and stops
+		// once it has what it may take.
+		`CREATE INDEX queue_items_order ON queue_items (queue, priority DESC, enqueued_at, execution_id) WHERE done = 0`,
+		// Claim counts a queue's live claims here.
+		`CREATE INDEX queue_items_claims ON queue_items (queue, expires_at) WHERE done = 0 AND owner IS NOT NULL`,
+		// The times of the claims made under a Rate limit, pruned to the
+		// window by each such claim: Rate counts claims, and an item's row
+		// only remembers its last one.
+		`CREATE TABLE queue_claims (
+			queue      TEXT NOT NULL,
+			claimed_at INTEGER NOT NULL
+		)`,
+		`CREATE INDEX queue_claims_at ON queue_claims (queue, claimed_at)`,
+		// ClaimDue's claim of a timer: hidden from ClaimDue while
+		// claimed_until is after now. Put resets both.
+		`ALTER TABLE timers ADD COLUMN claimed_by TEXT`,
+		`ALTER TABLE timers ADD COLUMN claimed_until INTEGER NOT NULL DEFAULT 0`,
+	}},
 }
 
 // sqlBackfillUnfinished fills the unfinished table of a file written before

@@ -25,10 +25,11 @@ type StorageOptions struct {
 
 // Stores is the storage a runtime needs, over one SQLite file: the event
 // log, the snapshots, the branch refs, the durable timers, the heartbeat
-// leases and the claim-check content store, all sharing one DB.
+// leases, the claim-check content store and the start queues, all sharing
+// one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the six
-// stores; closing one of the six only detaches that one. Close may be
+// Ownership: Stores owns the DB. Close closes it, and with it the seven
+// stores; closing one of the seven only detaches that one. Close may be
 // called more than once and returns the first call's result.
 type Stores struct {
 	Events    store.EventStore
@@ -41,6 +42,9 @@ type Stores struct {
 	// Content keeps claim-checked effect results (ADR 0054); it is also a
 	// store.ContentDeleter.
 	Content store.ContentStore
+	// Queues is the durable start queue; its Timers are also a
+	// store.TimerClaimer.
+	Queues store.QueueStore
 	// Close waits for queued writes to commit and closes the database file.
 	Close func() error
 	// DB is the shared database, for WriteStats or further views.
@@ -49,8 +53,8 @@ type Stores struct {
 
 // Storage is the preset that wires Loom to one SQLite file: it opens
 // opts.Path (see Open for the guarantees and failure modes) and returns its
-// event store, snapshot store, branch registry, timer store, lease store
-// and content store in a Stores value.
+// event store, snapshot store, branch registry, timer store, lease store,
+// content store and queue store in a Stores value.
 func Storage(opts StorageOptions) (Stores, error) {
 	o := []Option{WithSynchronous(opts.Synchronous), WithLimits(opts.Limits)}
 	if opts.BusyTimeout > 0 {
@@ -70,13 +74,14 @@ func Storage(opts StorageOptions) (Stores, error) {
 		Timers:    db.TimerStore(),
 		Leases:    db.LeaseStore(),
 		Content:   db.ContentStore(),
+		Queues:    db.QueueStore(),
 		Close:     db.Close,
 		DB:        db,
 	}, nil
 }
 
 // view is what EventStore, SnapshotStore, BranchRegistry, TimerStore,
-// LeaseStore and ContentStore share: the DB they work on and whether closing them closes it.
+// LeaseStore, ContentStore and QueueStore share: the DB they work on and whether closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on
 // Close: the DB and its other views stay open, and the DB is closed once, by

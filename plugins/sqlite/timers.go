@@ -1,10 +1,16 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"fmt"
+	"math"
+	"slices"
 
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -30,16 +36,27 @@ type TimerStore struct {
 	view
 }
 
-var _ store.TimerStore = (*TimerStore)(nil)
+var (
+	_ store.TimerStore   = (*TimerStore)(nil)
+	_ store.TimerClaimer = (*TimerStore)(nil)
+)
 
 // timerCols are the columns scanTimer reads, in its order.
 const timerCols = `key, execution_id, wake_at, payload`
 
 // sqlPutTimer is Put's upsert: a new key inserts, a taken one is replaced
-// whole.
+// whole, which ends a ClaimDue claim of it.
 const sqlPutTimer = `INSERT INTO timers (key, execution_id, wake_at, payload) VALUES (?, ?, ?, ?)
 	ON CONFLICT (key) DO UPDATE SET execution_id = excluded.execution_id,
-		wake_at = excluded.wake_at, payload = excluded.payload`
+		wake_at = excluded.wake_at, payload = excluded.payload, claimed_by = NULL, claimed_until = 0`
+
+// sqlClaimDue claims, in one statement, the first due timers no claim
+// holds at now, walking the timers_due index. Arguments: owner, claimed
+// until, now (due), now (claims), limit.
+const sqlClaimDue = `UPDATE timers SET claimed_by = ?, claimed_until = ?
+	WHERE key IN (SELECT key FROM timers WHERE wake_at <= ? AND claimed_until <= ?
+		ORDER BY wake_at, key LIMIT ?)
+	RETURNING ` + timerCols
 
 // Put implements store.TimerStore: it stores t under t.Key, replacing any
 // timer with that key (wake time, execution id and payload alike), durably
@@ -139,6 +156,79 @@ func (s *TimerStore) Delete(ctx context.Context, key string, wakeAt int64) (bool
 		return false, err
 	}
 	return n > 0, nil
+}
+
+// ClaimDue implements store.TimerClaimer: in one write transaction it
+// claims for owner, until now+ttl, up to limit timers with WakeAt <= now
+// that no claim holds at now (claimed_until <= now), and returns them
+// ordered by WakeAt then Key; DefaultDueLimit when limit < 1. The writer
+// runs one transaction at a time, so callers in this process or another
+// on the file never get one timer within one claim. A claim ends at its
+// expiry, when Delete removes the timer, or when Put replaces it. It
+// refuses an owner event.ValidateID refuses, or a ttl below 1, with an
+// *event.InvalidEnvelopeError.
+func (s *TimerStore) ClaimDue(ctx context.Context, owner string, now, ttl int64, limit int) ([]store.Timer, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := validateTimerClaim(owner, now, ttl); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		limit = DefaultDueLimit
+	}
+	var out []store.Timer
+	err := s.db.w.run(ctx, func(c *rawConn) error {
+		out = out[:0]
+		return c.inTx(func() error {
+			return eachRow(c, func(row []driver.Value) (bool, error) {
+				t, err := timerFromRow(row)
+				out = append(out, t)
+				return true, err
+			}, sqlClaimDue, owner, now+ttl, now, now, int64(limit))
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b store.Timer) int {
+		return cmp.Or(cmp.Compare(a.WakeAt, b.WakeAt), cmp.Compare(a.Key, b.Key))
+	})
+	return out, nil
+}
+
+// validateTimerClaim refuses ClaimDue's owner and ttl as a lease grant's
+// are refused (Field "owner" or "ttlMs").
+func validateTimerClaim(owner string, now, ttl int64) error {
+	if err := event.ValidateID("owner", owner); err != nil {
+		return err
+	}
+	if ttl < 1 || now > math.MaxInt64-ttl {
+		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "not positive, or now+ttl overflows int64"}
+	}
+	return nil
+}
+
+// timerFromRow reads one driver row of timerCols.
+func timerFromRow(row []driver.Value) (store.Timer, error) {
+	var t store.Timer
+	var ok bool
+	if t.Key, ok = row[0].(string); !ok {
+		return t, fmt.Errorf("sqlite: timer key is %T", row[0])
+	}
+	if row[1] != nil {
+		if t.ExecutionID, ok = row[1].(string); !ok {
+			return t, fmt.Errorf("sqlite: timer execution id is %T", row[1])
+		}
+	}
+	if t.WakeAt, ok = row[2].(int64); !ok {
+		return t, fmt.Errorf("sqlite: timer wake time is %T", row[2])
+	}
+	p, err := textValue(row[3])
+	if len(p) > 0 {
+		t.Payload = []byte(p)
+	}
+	return t, err
 }
 
 // Close implements store.TimerStore: later calls return store.ErrClosed. A

@@ -5,8 +5,10 @@ import (
 	"container/heap"
 	"context"
 	"encoding/json"
+	"math"
 	"sync"
 
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -14,11 +16,15 @@ import (
 // below 1.
 const DefaultDueLimit = 1000
 
-var _ store.TimerStore = (*TimerStore)(nil)
+var (
+	_ store.TimerStore   = (*TimerStore)(nil)
+	_ store.TimerClaimer = (*TimerStore)(nil)
+)
 
 // TimerStore is the in-memory store.TimerStore; build one with
-// NewTimerStore. It is safe for concurrent use: Put and Delete hold the
-// write lock, Get and Due the read lock, so pollers may call Due at once.
+// NewTimerStore. It is safe for concurrent use: Put, Delete and ClaimDue
+// hold the write lock, Get and Due the read lock, so pollers may call Due
+// at once.
 //
 // Cost, for n stored timers: Put and Delete are O(log n), Get is O(1), and
 // Due of k timers is O(k log k), whatever n is and however many are due.
@@ -42,6 +48,9 @@ type TimerStore struct {
 type timerEntry struct {
 	t   store.Timer // Payload is the store's own copy, nil when absent
 	pos int
+	// claimedUntil is when ClaimDue's claim of the timer ends (0: never
+	// claimed); Put resets it.
+	claimedUntil int64
 }
 
 // NewTimerStore returns an empty in-memory timer store.
@@ -71,7 +80,7 @@ func (s *TimerStore) Put(ctx context.Context, t store.Timer) error {
 		return store.ErrClosed
 	}
 	if e, ok := s.byKey[t.Key]; ok {
-		e.t = t
+		e.t, e.claimedUntil = t, 0
 		heap.Fix(&s.order, e.pos)
 		return nil
 	}
@@ -114,8 +123,58 @@ func (s *TimerStore) Due(ctx context.Context, now int64, limit int) ([]store.Tim
 		return nil, store.ErrClosed
 	}
 	var out []store.Timer
-	s.order.walk(now, limit, func(e *timerEntry) { out = append(out, e.copy()) })
+	s.order.walk(now, limit, func(e *timerEntry) bool {
+		out = append(out, e.copy())
+		return true
+	})
 	return out, nil
+}
+
+// ClaimDue implements store.TimerClaimer: under the write lock it returns
+// copies of up to limit due timers (WakeAt <= now) that no claim holds at
+// now, ordered as Due orders them, and claims each for owner until
+// now+ttl; DefaultDueLimit when limit < 1. A claim ends at its expiry, or
+// when Delete removes the timer or Put replaces it. It refuses an owner
+// event.ValidateID refuses, or a ttl below 1, with an
+// *event.InvalidEnvelopeError. Claimed timers are skipped in place, so a
+// call costs O((k+c) log(k+c)) for k timers returned past c claimed ones.
+func (s *TimerStore) ClaimDue(ctx context.Context, owner string, now, ttl int64, limit int) ([]store.Timer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := validateTimerClaim(owner, now, ttl); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		limit = DefaultDueLimit
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	var out []store.Timer
+	s.order.walk(now, limit, func(e *timerEntry) bool {
+		if now < e.claimedUntil {
+			return false
+		}
+		e.claimedUntil = now + ttl
+		out = append(out, e.copy())
+		return true
+	})
+	return out, nil
+}
+
+// validateTimerClaim refuses ClaimDue's owner and ttl as a lease grant's
+// are refused (Field "owner" or "ttlMs").
+func validateTimerClaim(owner string, now, ttl int64) error {
+	if err := event.ValidateID("owner", owner); err != nil {
+		return err
+	}
+	if ttl < 1 || now > math.MaxInt64-ttl {
+		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "not positive, or now+ttl overflows int64"}
+	}
+	return nil
 }
 
 // Delete removes the timer under key iff its WakeAt is wakeAt and reports
@@ -205,20 +264,23 @@ func timerLess(a, b *timerEntry) bool {
 	return a.t.Key < b.t.Key
 }
 
-// walk visits, in (WakeAt, Key) order and without changing h, up to limit
-// entries with WakeAt <= now. frontier is a min-heap of positions in h whose
+// walk visits, in (WakeAt, Key) order and without changing h's order, the
+// entries with WakeAt <= now until visit has taken limit of them (visit
+// reports whether it took the entry). frontier is a min-heap of positions in h whose
 // parents have been visited; the smallest unvisited entry is always in it.
-func (h timerHeap) walk(now int64, limit int, visit func(*timerEntry)) {
+func (h timerHeap) walk(now int64, limit int, visit func(*timerEntry) bool) {
 	if len(h) == 0 {
 		return
 	}
 	f := frontier{h: h, idx: make([]int, 1, min(limit, len(h))+1)}
-	for n := 0; n < limit && len(f.idx) > 0; n++ {
+	for n := 0; n < limit && len(f.idx) > 0; {
 		i := f.pop()
 		if h[i].t.WakeAt > now {
 			return // every entry left is at or after this one
 		}
-		visit(h[i])
+		if visit(h[i]) {
+			n++
+		}
 		for _, c := range [2]int{2*i + 1, 2*i + 2} {
 			if c < len(h) {
 				f.push(c)
