@@ -44,8 +44,27 @@
 //     concurrency.
 //   - SupervisingDispatcher (K4) restarts a failed dispatch with exponential
 //     backoff and keeps a circuit breaker per target, on an injected clock.
+//   - Pool is a Dispatcher over many WorkerRuntimes (several
+//     workerhttp.RemoteWorkers): least-loaded placement, optional capacity
+//     per worker, and failover off a worker that cannot be reached, which
+//     stays out of the rotation until CheckHealth brings it back.
 //   - dispatchtest.RunDispatcher is the conformance kit every Dispatcher runs
 //     (spec §7, DispatcherSPIVersion).
+//
+// # Queued starts
+//
+// Queue puts a durable start queue (store.QueueStore) in front of a
+// Dispatcher: Enqueue stores a start, idempotent by execution id; Run
+// claims ready starts under store.QueueLimits (concurrency across nodes,
+// per node, per partition, a rate) and dispatches each as a start package,
+// renewing the claim while it runs. A result completes the claim; a
+// refusal of the start itself (a duplicate, an unknown flow, an invalid
+// package, a denial) completes it and is reported; any other failure
+// releases it to be claimed again, up to MaxAttempts. A node that dies
+// holds its claims only until they expire. Which tenant is claimed next is
+// the Scheduler's choice: FIFOScheduler takes the store's priority order;
+// NewFairScheduler's weighted round-robin keeps a tenant with a backlog
+// from delaying the others by more than their own turns.
 //
 // Errors say what was refused and never echo a payload or credentials.
 // IsRetryable tells a transient failure (a store write, an unreachable or

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/dispatch"
+	"github.com/loom-kernel/loom/store"
 	"github.com/loom-kernel/loom/store/memstore"
 )
 
@@ -94,4 +97,71 @@ func ExampleDecodePackage() {
 	// Output:
 	// recover <nil>
 	// true
+}
+
+// A Queue holds starts durably and dispatches them under limits, one
+// tenant's turn after another's: here three tenants' starts, at most two
+// at a time, on a runtime in process.
+func ExampleQueue() {
+	greet := loom.NewFlow("greet", func(_ *loom.Context, name string) (string, error) { return "hello " + name, nil })
+	rt, _ := loom.New(loom.Config{Events: memstore.NewEventStore(), Flows: []*loom.Flow{greet}})
+	defer rt.Close()
+	fair, _ := dispatch.NewFairScheduler(map[string]int{"acme": 2}, 1)
+	settled := make(chan string, 3)
+	q, _ := dispatch.NewQueue(dispatch.QueueConfig{
+		Store:      memstore.NewQueueStore(),
+		Name:       "greetings",
+		Dispatcher: &dispatch.LocalDispatcher{Worker: &dispatch.LocalWorker{Runtime: rt}},
+		Limits:     store.QueueLimits{Concurrency: 2},
+		Scheduler:  fair,
+		OnSettled: func(c store.Claim, res dispatch.ExecutionResult, err error) {
+			settled <- fmt.Sprintf("%s %s %s %v", c.Item.ExecutionID, res.Status, res.Output, err)
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	for i, tenant := range []string{"acme", "globex", "initech"} {
+		id, added, err := q.Enqueue(ctx, dispatch.EnqueueRequest{ExecutionID: fmt.Sprintf("g-%d", i), FlowID: "greet",
+			Input: json.RawMessage(strconv.Quote(tenant)), Tenant: tenant})
+		fmt.Println(id, added, err)
+	}
+	_, added, _ := q.Enqueue(ctx, dispatch.EnqueueRequest{ExecutionID: "g-0", FlowID: "greet", Tenant: "acme"})
+	fmt.Println("duplicate added:", added)
+
+	done := make(chan error)
+	go func() { done <- q.Run(ctx) }()
+	var lines []string
+	for range 3 {
+		lines = append(lines, <-settled)
+	}
+	cancel()
+	<-done
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// g-0 true <nil>
+	// g-1 true <nil>
+	// g-2 true <nil>
+	// duplicate added: false
+	// g-0 completed "hello acme" <nil>
+	// g-1 completed "hello globex" <nil>
+	// g-2 completed "hello initech" <nil>
+}
+
+// A FairScheduler interleaves tenants by weight, deterministically.
+func ExampleNewFairScheduler() {
+	s, _ := dispatch.NewFairScheduler(map[string]int{"a": 3}, 1)
+	var order []string
+	for range 8 {
+		t, _ := s.Pick([]string{"a", "b"})
+		s.Claimed(t, 1)
+		order = append(order, t)
+	}
+	fmt.Println(order)
+	_, err := dispatch.NewFairScheduler(nil, 0)
+	fmt.Println(err)
+	// Output:
+	// [a a b a a a b a]
+	// dispatch: scheduler default weight 0: must be at least 1 (a tenant with no weight would never be picked)
 }
