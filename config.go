@@ -233,6 +233,9 @@ type AuthzRequest struct {
 	Action      string // "start", "resume", "cancel", "query", "send"
 	ExecutionID string
 	FlowID      string
+	// Tenant is the execution's recorded tenant (for a start, the
+	// starting principal's); "" for none.
+	Tenant string
 	Principal   any // from WithPrincipal on the caller's context
 }
 

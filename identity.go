@@ -1,6 +1,7 @@
 package loom
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/loom-kernel/loom/event"
@@ -31,6 +32,29 @@ type Principal struct {
 
 // PrincipalID names the principal to an effect.GrantTable.
 func (p Principal) PrincipalID() string { return p.ID }
+
+// callerTenant is the tenant the caller's principal (WithPrincipal on ctx)
+// names, "" for none: a Principal's Tenant, or the "tenant" member of
+// another value's JSON.
+func callerTenant(ctx context.Context) string {
+	switch p := principalOf(ctx).(type) {
+	case nil, string:
+		return ""
+	case Principal:
+		return p.Tenant
+	case *Principal:
+		if p == nil {
+			return ""
+		}
+		return p.Tenant
+	default:
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return ""
+		}
+		return identityOf(raw).tenant
+	}
+}
 
 // identity is a recorded principal as the rings see it.
 type identity struct {

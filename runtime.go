@@ -256,6 +256,9 @@ func (rt *Runtime) Start(ctx context.Context, flowID string, input any, opts ...
 		if err != nil {
 			return "", fmt.Errorf("loom: encoding the principal: %w", err)
 		}
+		if err := store.ValidateTenant(identityOf(raw).tenant); err != nil {
+			return "", err
+		}
 		started["principal"] = json.RawMessage(raw)
 	}
 	var deadline *int64
@@ -411,11 +414,31 @@ func (rt *Runtime) saveSnapshot(id string, s fold.State) {
 
 // authorize asks the Authorizer; a denial of an existing execution is
 // recorded as EXECUTION_DENIED.
+//
+// Tenancy comes first: a caller whose principal names a tenant finds no
+// execution of another tenant (ErrExecutionNotFound, nothing recorded —
+// not even the denial, which would write to the other tenant's log), and
+// the Authorizer sees the execution's recorded tenant.
 func (rt *Runtime) authorize(ctx context.Context, action, id, flowID string, exists bool) error {
+	scope := callerTenant(ctx)
+	if rt.cfg.Authorizer == nil && (scope == "" || !exists) {
+		return nil
+	}
+	tenant := scope
+	if exists {
+		recorded, found, err := store.ReadTenant(ctx, rt.cfg.Events, id)
+		if err != nil {
+			return err
+		}
+		if found && scope != "" && recorded != scope {
+			return fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
+		}
+		tenant = recorded
+	}
 	if rt.cfg.Authorizer == nil {
 		return nil
 	}
-	err := rt.cfg.Authorizer.Authorize(ctx, AuthzRequest{Action: action, ExecutionID: id, FlowID: flowID, Principal: principalOf(ctx)})
+	err := rt.cfg.Authorizer.Authorize(ctx, AuthzRequest{Action: action, ExecutionID: id, FlowID: flowID, Tenant: tenant, Principal: principalOf(ctx)})
 	if err == nil {
 		return nil
 	}

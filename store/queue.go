@@ -168,8 +168,12 @@ type QueueItemError struct {
 
 func (e *QueueItemError) Error() string { return "loom: queue item " + e.Field + " " + e.Problem }
 
-// MaxQueueNameLen bounds a queue name and a tenant id, in bytes.
+// MaxQueueNameLen bounds a queue name, a tenant id and a partition key, in
+// bytes.
 const MaxQueueNameLen = 128
+
+// maxQueueMetaBytes bounds an item's Meta (a trace context, a principal).
+const maxQueueMetaBytes = 64 << 10
 
 // ValidateQueueItem is the check every QueueStore's Enqueue runs.
 func ValidateQueueItem(item QueueItem) error {
@@ -185,6 +189,14 @@ func ValidateQueueItem(item QueueItem) error {
 		return refuse("ExecutionID", "is longer than "+strconv.Itoa(event.MaxIDBytes)+" bytes")
 	case item.FlowID == "":
 		return refuse("FlowID", "is required")
+	case len(item.FlowID) > event.MaxIDBytes:
+		return refuse("FlowID", "is longer than "+strconv.Itoa(event.MaxIDBytes)+" bytes")
+	case len(item.PartitionKey) > MaxQueueNameLen:
+		return refuse("PartitionKey", "is longer than "+strconv.Itoa(MaxQueueNameLen)+" bytes")
+	case len(item.Input) > event.DefaultMaxPayloadBytes:
+		return refuse("Input", "is larger than "+strconv.Itoa(event.DefaultMaxPayloadBytes)+" bytes: claim-check it (ContentStore)")
+	case len(item.Meta) > maxQueueMetaBytes:
+		return refuse("Meta", "is larger than "+strconv.Itoa(maxQueueMetaBytes)+" bytes")
 	case len(item.Tenant) > MaxQueueNameLen:
 		return refuse("Tenant", "is longer than "+strconv.Itoa(MaxQueueNameLen)+" bytes")
 	case len(item.Input) > 0 && !json.Valid(item.Input):
