@@ -1,6 +1,6 @@
 // Package postgres is Loom's network storage: the event log, snapshots,
-// branch refs, durable timers, heartbeat leases and claim-checked content
-// of many nodes in one schema of a PostgreSQL database, through github.com/jackc/pgx/v5,
+// branch refs, durable timers, heartbeat leases, claim-checked content and
+// start queues of many nodes in one schema of a PostgreSQL database, through github.com/jackc/pgx/v5,
 // with subscriptions woken across processes by LISTEN/NOTIFY
 // (github.com/jackc/pgxlisten). Point every node at the same database and
 // schema and any of them can read, resume or follow any execution.
@@ -20,7 +20,7 @@
 //
 // Open returns a *DB to take the stores one by one (DB.EventStore,
 // DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.LeaseStore,
-// DB.ContentStore); OpenEventStore and its siblings open a DB for a single
+// DB.ContentStore, DB.QueueStore); OpenEventStore and its siblings open a DB for a single
 // store that owns it. Every store passes the store/storetest conformance kits against a
 // real server and implements every optional capability of its SPI,
 // store.Fencer included.
@@ -148,9 +148,22 @@
 //
 // TimerStore.Due is a plain read (see TimerStore): several nodes polling
 // one schema may see the same due timer, and Delete's compare-and-delete
-// lets exactly one of them report true. The SPI has no claim step a
-// FOR UPDATE SKIP LOCKED lock could last through; handing each timer to a
-// single node belongs to a lease-based claim.
+// lets exactly one of them report true. TimerStore.ClaimDue
+// (store.TimerClaimer, migration 9) hands each due timer to one node: one
+// UPDATE over a FOR UPDATE SKIP LOCKED selection of the due timers with no
+// live claim records the claimer and an expiry on the row, so the claim
+// outlasts the statement; Put clears it, and an expired one is free again.
+//
+// # Queues across nodes
+//
+// QueueStore (migration 8) keeps one row per queue and one per item.
+// Claim is one transaction that locks the queue's row FOR UPDATE, so the
+// claims of a queue are serialized across every node; it then counts the
+// live claims and the recorded claim times, and takes the ready items in
+// order with FOR UPDATE SKIP LOCKED, so Concurrency, PerOwner,
+// PerPartition and Rate hold however many nodes claim at once
+// (TestQueueTwoNodesHoldLimits). Renew, Complete and Release are
+// conditional UPDATEs on the claim's owner and token.
 //
 // # Tests
 //

@@ -151,6 +151,59 @@ var schemaMigrations = []migration{
 		`CREATE INDEX unfinished_next ON {s}.unfinished (next_execution_id) WHERE next_execution_id IS NOT NULL`,
 		sqlBackfillUnfinished,
 	}},
+	{8, "start queues", []string{
+		// One row per queue, inserted with its first item: Claim locks it
+		// FOR UPDATE, which serializes the claims of the queue across every
+		// node, so each checks the limits against the claims before it.
+		`CREATE TABLE {s}.queues (
+			queue text COLLATE "C" NOT NULL PRIMARY KEY
+		)`,
+		// One row per (queue, execution id) ever enqueued, kept when done
+		// (the idempotency key). A claimed row holds its owner and expiry;
+		// one whose expires_at has passed is ready again. token and attempt
+		// grow with every claim and survive a release.
+		`CREATE TABLE {s}.queue_items (
+			queue         text COLLATE "C" NOT NULL,
+			execution_id  text COLLATE "C" NOT NULL,
+			flow_id       text NOT NULL,
+			input         bytea,
+			tenant        text COLLATE "C" NOT NULL,
+			priority      bigint NOT NULL,
+			partition_key text COLLATE "C" NOT NULL,
+			enqueued_at   bigint NOT NULL,
+			meta          bytea,
+			state         text NOT NULL CHECK (state IN ('ready', 'claimed', 'done')),
+			owner         text,
+			token         bigint NOT NULL DEFAULT 0,
+			attempt       bigint NOT NULL DEFAULT 0,
+			claimed_at    bigint,
+			expires_at    bigint,
+			PRIMARY KEY (queue, execution_id),
+			CHECK (state <> 'claimed' OR (owner IS NOT NULL AND expires_at IS NOT NULL))
+		)`,
+		// Claim reads the ready items in claim order here, of any tenant or
+		// of one; ReadyTenants walks the second.
+		`CREATE INDEX queue_items_ready ON {s}.queue_items (queue, priority DESC, enqueued_at, execution_id)
+			WHERE state <> 'done'`,
+		`CREATE INDEX queue_items_tenant ON {s}.queue_items (queue, tenant, priority DESC, enqueued_at, execution_id)
+			WHERE state <> 'done'`,
+		// Claim counts the live claims (of the queue, an owner, a
+		// partition) here.
+		`CREATE INDEX queue_items_claimed ON {s}.queue_items (queue, expires_at) WHERE state = 'claimed'`,
+		// The claim times a Rate is checked against: claims per queue and
+		// millisecond, pruned to the newest Rate claims.
+		`CREATE TABLE {s}.queue_claims (
+			queue      text COLLATE "C" NOT NULL,
+			claimed_at bigint NOT NULL,
+			claims     bigint NOT NULL CHECK (claims > 0),
+			PRIMARY KEY (queue, claimed_at)
+		)`,
+	}},
+	{9, "timer claims", []string{
+		// The claim of TimerStore.ClaimDue: its owner and expiry, NULL when
+		// unclaimed. Put clears both; a claim past its expiry is free.
+		`ALTER TABLE {s}.timers ADD COLUMN claim_owner text, ADD COLUMN claim_expires_at bigint`,
+	}},
 }
 
 // sqlBackfillUnfinished fills the unfinished table of a schema written

@@ -33,7 +33,7 @@ type queries struct {
 
 	refCreate, refLock, refMove, refRead, refList string
 
-	timerPut, timerGet, timerDue, timerDelete string
+	timerPut, timerGet, timerDue, timerDelete, timerClaimDue string
 
 	contentHas, contentPut, contentGet, contentDelete string
 
@@ -242,10 +242,22 @@ func buildQueries(s string) queries {
 
 		timerPut: `INSERT INTO ` + s + `.timers (` + timerCols + `) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (key) DO UPDATE SET execution_id = EXCLUDED.execution_id,
-				wake_at = EXCLUDED.wake_at, payload = EXCLUDED.payload`,
+				wake_at = EXCLUDED.wake_at, payload = EXCLUDED.payload, claim_owner = NULL, claim_expires_at = NULL`,
 		timerGet:    `SELECT ` + timerCols + ` FROM ` + s + `.timers WHERE key = $1`,
 		timerDue:    `SELECT ` + timerCols + ` FROM ` + s + `.timers WHERE wake_at <= $1 ORDER BY wake_at, key LIMIT $2`,
 		timerDelete: `DELETE FROM ` + s + `.timers WHERE key = $1 AND wake_at = $2`,
+		// The due timers nobody holds a live claim on, in Due's order,
+		// locked or skipped (another node is claiming them), then claimed
+		// for $2 until $3. READ COMMITTED re-checks the condition on a row
+		// changed since the statement's snapshot before it locks it, so a
+		// timer another node claimed meanwhile is left out. Arguments: $1
+		// now, $4 limit.
+		timerClaimDue: `UPDATE ` + s + `.timers t SET claim_owner = $2, claim_expires_at = $3
+			FROM (SELECT key FROM ` + s + `.timers
+				WHERE wake_at <= $1 AND (claim_expires_at IS NULL OR claim_expires_at <= $1)
+				ORDER BY wake_at, key LIMIT $4 FOR UPDATE SKIP LOCKED) d
+			WHERE t.key = d.key
+			RETURNING t.key, t.execution_id, t.wake_at, t.payload`,
 
 		contentHas:    `SELECT EXISTS (SELECT 1 FROM ` + s + `.content WHERE ref = $1)`,
 		contentPut:    `INSERT INTO ` + s + `.content (ref, size, data) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`,

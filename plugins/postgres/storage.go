@@ -9,11 +9,11 @@ import (
 
 // Stores is the storage a runtime needs, over one schema of a PostgreSQL
 // database: the event log, the snapshots, the branch refs, the durable
-// timers, the heartbeat leases and the claim-check content store, all
-// sharing one DB.
+// timers, the heartbeat leases, the claim-check content store and the
+// start queues, all sharing one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the six
-// stores; closing one of the six only detaches that one. A pool passed in
+// Ownership: Stores owns the DB. Close closes it, and with it the seven
+// stores; closing one of the seven only detaches that one. A pool passed in
 // Options.Pool is borrowed and stays open after Close. Close may be called
 // more than once and returns the first call's result.
 type Stores struct {
@@ -27,6 +27,9 @@ type Stores struct {
 	// Content keeps claim-checked effect results (ADR 0054); it is also a
 	// store.ContentDeleter.
 	Content store.ContentStore
+	// Queues is the durable start queue (QueueStore), whose claims hold
+	// their limits across every node on the schema.
+	Queues store.QueueStore
 	// Close waits for queued appends to commit, stops the LISTEN connection
 	// and closes the pool the DB opened (never a borrowed one).
 	Close func() error
@@ -36,8 +39,8 @@ type Stores struct {
 
 // Storage is the preset that wires Loom to PostgreSQL: it opens opts (see
 // Open for the guarantees and failure modes) and returns its event store,
-// snapshot store, branch registry, timer store, lease store and content
-// store in a Stores value. Point every node at the same DSN and schema to
+// snapshot store, branch registry, timer store, lease store, content
+// store and queue store in a Stores value. Point every node at the same DSN and schema to
 // share the executions between them.
 func Storage(ctx context.Context, opts Options) (Stores, error) {
 	db, err := Open(ctx, opts)
@@ -51,12 +54,13 @@ func Storage(ctx context.Context, opts Options) (Stores, error) {
 		Timers:    db.TimerStore(),
 		Leases:    db.LeaseStore(),
 		Content:   db.ContentStore(),
+		Queues:    db.QueueStore(),
 		Close:     db.Close,
 		DB:        db,
 	}, nil
 }
 
-// view is what the six stores share: the DB they work on and whether
+// view is what the seven stores share: the DB they work on and whether
 // closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on

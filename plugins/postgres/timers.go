@@ -3,9 +3,12 @@ package postgres
 import (
 	"context"
 	"errors"
+	"math"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -25,15 +28,14 @@ const MaxTimerPayloadBytes = store.MaxTimerPayloadBytes
 // scan of the (wake_at, key) index, so a page of k timers costs
 // O(k + log n) whatever the number n of stored timers.
 //
-// Due is a plain read, not a claim: the SPI hands the due timers to the
-// caller and lets it Delete each one it fired (compare-and-delete on the
-// wake time), with no transaction spanning the two, so a
-// FOR UPDATE SKIP LOCKED lock would be released before the caller fired
-// anything. Two nodes polling one schema may therefore both see a timer;
-// that is harmless by the SPI's contract (the log decides what a firing
-// does, and a duplicate or stale one is refused there), and exactly one
-// of their Deletes reports true. Handing each due timer to one node only is
-// the job of a lease-based claim (a later SPI), which can use SKIP LOCKED.
+// Due is a plain read, not a claim: two nodes polling one schema with Due
+// may both see a timer; that is harmless by the SPI's contract (the log
+// decides what a firing does, and a duplicate or stale one is refused
+// there), and exactly one of their Deletes reports true. ClaimDue
+// (store.TimerClaimer) hands each due timer to one node instead: it
+// records a claim (owner and expiry) on the row, which outlasts the
+// statement, so nodes polling with ClaimDue fire each timer once while the
+// claim lives. Put clears the claim; Delete is unchanged.
 //
 // One from DB.TimerStore shares its DB, and Close only detaches it; one
 // from OpenTimerStore owns its DB, and Close closes it.
@@ -41,7 +43,10 @@ type TimerStore struct {
 	view
 }
 
-var _ store.TimerStore = (*TimerStore)(nil)
+var (
+	_ store.TimerStore   = (*TimerStore)(nil)
+	_ store.TimerClaimer = (*TimerStore)(nil)
+)
 
 // Put implements store.TimerStore: it stores t under t.Key, replacing any
 // timer with that key (wake time, execution id and payload alike; an
@@ -112,17 +117,68 @@ func (s *TimerStore) Due(ctx context.Context, now int64, limit int) ([]store.Tim
 	if err != nil {
 		return nil, s.readErr("due timers", err)
 	}
+	out, err := scanTimers(rows)
+	if err != nil {
+		return nil, s.readErr("due timers", err)
+	}
+	return out, nil
+}
+
+// scanTimers reads the timers of rows (timerCols) and closes rows.
+func scanTimers(rows pgx.Rows) ([]store.Timer, error) {
 	var out []store.Timer
 	var t store.Timer
 	var exec *string
 	var payload []byte
-	_, err = pgx.ForEachRow(rows, []any{&t.Key, &exec, &t.WakeAt, &payload}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&t.Key, &exec, &t.WakeAt, &payload}, func() error {
 		out = append(out, timerOf(t, exec, payload))
 		return nil
 	})
-	if err != nil {
-		return nil, s.readErr("due timers", err)
+	return out, err
+}
+
+// ClaimDue implements store.TimerClaimer: in one statement it claims for
+// owner, until now+ttl, up to limit timers with WakeAt <= now that hold no
+// live claim (never claimed, claim cleared by Put, or claim expired at
+// now: its claimer died), and returns them ordered by WakeAt then Key;
+// DefaultDueLimit when limit < 1. Rows another node is claiming at the
+// same moment are skipped (FOR UPDATE SKIP LOCKED), so of any number of
+// nodes claiming at once each timer goes to one; a node may get fewer than
+// limit while another holds the rest. The claim is durable before
+// ClaimDue returns. Before anything is written it refuses, with an
+// *event.InvalidEnvelopeError, an owner event.ValidateID refuses, a ttl
+// below 1 and a now+ttl past math.MaxInt64.
+func (s *TimerStore) ClaimDue(ctx context.Context, owner string, now, ttl int64, limit int) ([]store.Timer, error) {
+	if err := s.check(); err != nil {
+		return nil, err
 	}
+	if err := event.ValidateID("owner", owner); err != nil {
+		return nil, err
+	}
+	if ttl < 1 {
+		return nil, &event.InvalidEnvelopeError{Field: "ttl", Reason: "not positive"}
+	}
+	if now > math.MaxInt64-ttl {
+		return nil, &event.InvalidEnvelopeError{Field: "ttl", Reason: "now+ttl overflows int64"}
+	}
+	if limit < 1 {
+		limit = DefaultDueLimit
+	}
+	rows, err := s.db.pool.Query(ctx, s.db.q.timerClaimDue, now, owner, now+ttl, limit)
+	if err != nil {
+		return nil, s.readErr("claim due timers", err)
+	}
+	out, err := scanTimers(rows)
+	if err != nil {
+		return nil, s.readErr("claim due timers", err)
+	}
+	// RETURNING has no order; keys compare as bytes, like COLLATE "C".
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].WakeAt != out[j].WakeAt {
+			return out[i].WakeAt < out[j].WakeAt
+		}
+		return out[i].Key < out[j].Key
+	})
 	return out, nil
 }
 
