@@ -122,7 +122,11 @@ func (w *LocalWorker) start(ctx context.Context, pkg ExecutionPackage) error {
 		done := make(chan struct{})
 		w.starting[id] = done
 		w.mu.Unlock()
-		_, err := w.Runtime.Start(ctx, pkg.FlowID, input, loom.WithExecutionID(id))
+		sctx := ctx
+		if len(pkg.Principal) > 0 {
+			sctx = loom.WithPrincipal(ctx, pkg.Principal)
+		}
+		_, err := w.Runtime.Start(sctx, pkg.FlowID, input, loom.WithExecutionID(id))
 		w.mu.Lock()
 		delete(w.starting, id)
 		close(done)

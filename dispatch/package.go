@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/store"
 )
 
 // MaxPayloadBytes caps the data one ExecutionPackage carries: its Input, its
@@ -44,6 +45,12 @@ type ExecutionPackage struct {
 	// Input is the start input, as JSON; empty means null. Only a start
 	// carries one.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Principal, on a start, is recorded as the starting principal (as
+	// loom.WithPrincipal records one): its "tenant" member is the
+	// execution's tenant. A worker trusts the dispatcher it authenticated
+	// to name it; a queue names {"id": "queue:<name>", "tenant": …} for a
+	// tenant's item.
+	Principal json.RawMessage `json:"principal,omitempty"`
 	// Resume, when set, resumes an existing execution instead of starting
 	// one.
 	Resume *ResumeHint `json:"resume,omitempty"`
@@ -108,9 +115,21 @@ func (p ExecutionPackage) Validate() error {
 	if err := validJSON("input", p.Input); err != nil {
 		return err
 	}
+	if err := validJSON("principal", p.Principal); err != nil {
+		return err
+	}
+	size += len(p.Principal)
+	if len(p.Principal) > 0 {
+		if err := store.ValidateTenant(principalTenant(p.Principal)); err != nil {
+			return &PackageError{Field: "principal", Reason: "names an invalid tenant", Err: err}
+		}
+	}
 	if h := p.Resume; h != nil {
 		if len(p.Input) > 0 && !bytes.Equal(bytes.TrimSpace(p.Input), []byte("null")) {
 			return &PackageError{Field: "input", Reason: "only a start carries an input"}
+		}
+		if len(p.Principal) > 0 {
+			return &PackageError{Field: "principal", Reason: "only a start carries a principal (a resume's is its credentials')"}
 		}
 		if err := h.validate(); err != nil {
 			return err
@@ -122,6 +141,17 @@ func (p ExecutionPackage) Validate() error {
 			Err: &event.PayloadTooLargeError{Field: "package", Size: size, Limit: MaxPayloadBytes}}
 	}
 	return nil
+}
+
+// principalTenant reads the "tenant" member of a principal object.
+func principalTenant(raw json.RawMessage) string {
+	var p struct {
+		Tenant string `json:"tenant"`
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) && json.Unmarshal(raw, &p) == nil {
+		return p.Tenant
+	}
+	return ""
 }
 
 // executionRecovered is the kernel's re-drive event type, carried only as
@@ -197,7 +227,7 @@ func DecodePackage(b []byte) (ExecutionPackage, error) {
 
 // The exact JSON field names, case included.
 var (
-	packageKeys = []string{"executionId", "flowId", "input", "resume"}
+	packageKeys = []string{"executionId", "flowId", "input", "principal", "resume"}
 	hintKeys    = []string{"recover", "eventType", "payload", "credentials"}
 )
 

@@ -79,6 +79,11 @@ func TestValidateRefusesWithTypedErrors(t *testing.T) {
 		{"bad event type", dispatch.ExecutionPackage{ExecutionID: "x", FlowID: "f", Resume: &dispatch.ResumeHint{EventType: "g\x00"}}, "resume.eventType", true},
 		{"payload not JSON", dispatch.ExecutionPackage{ExecutionID: "x", FlowID: "f", Resume: &dispatch.ResumeHint{EventType: "g", Payload: json.RawMessage(`nope`)}}, "resume.payload", false},
 		{"credentials not JSON", dispatch.ExecutionPackage{ExecutionID: "x", FlowID: "f", Resume: &dispatch.ResumeHint{EventType: "g", Credentials: json.RawMessage(`s3cret`)}}, "resume.credentials", false},
+		{"principal not JSON", dispatch.ExecutionPackage{ExecutionID: "x", FlowID: "f", Principal: json.RawMessage(`{`)}, "principal", false},
+		{"principal with an over-long tenant", dispatch.ExecutionPackage{ExecutionID: "x", FlowID: "f",
+			Principal: json.RawMessage(`{"id":"q","tenant":"` + strings.Repeat("t", 200) + `"}`)}, "principal", false},
+		{"principal on a resume", dispatch.ExecutionPackage{ExecutionID: "x", FlowID: "f", Principal: json.RawMessage(`"who"`),
+			Resume: &dispatch.ResumeHint{EventType: "g"}}, "principal", false},
 		{"payload and credentials over the cap together", dispatch.ExecutionPackage{ExecutionID: "x", FlowID: "f",
 			Resume: &dispatch.ResumeHint{EventType: "g", Payload: json.RawMessage(big), Credentials: json.RawMessage(big + " ")}}, "input/payload/credentials", true},
 	}

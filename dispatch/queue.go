@@ -255,7 +255,7 @@ func (q *Queue) Enqueue(ctx context.Context, req EnqueueRequest) (executionID st
 	if id == "" {
 		id = "q-" + randomHex(16)
 	}
-	pkg := ExecutionPackage{ExecutionID: id, FlowID: req.FlowID, Input: req.Input}
+	pkg := ExecutionPackage{ExecutionID: id, FlowID: req.FlowID, Input: req.Input, Principal: q.principal(req.Tenant)}
 	if err := pkg.Validate(); err != nil {
 		return "", false, err
 	}
@@ -269,6 +269,16 @@ func (q *Queue) Enqueue(ctx context.Context, req EnqueueRequest) (executionID st
 		return "", false, err
 	}
 	return id, added, nil
+}
+
+// principal is the starting principal of a tenant's queued start: the
+// queue, for that tenant; none without a tenant.
+func (q *Queue) principal(tenant string) json.RawMessage {
+	if tenant == "" {
+		return nil
+	}
+	raw, _ := json.Marshal(map[string]string{"id": "queue:" + q.cfg.Name, "tenant": tenant})
+	return raw
 }
 
 // Depth counts the queue's items now (store.QueueStore.Depth).
@@ -495,7 +505,8 @@ func (q *Queue) dispatch(ctx context.Context, c store.Claim) {
 		defer q.wg.Done()
 		defer stopAbort()
 		defer cancel()
-		pkg := ExecutionPackage{ExecutionID: c.Item.ExecutionID, FlowID: c.Item.FlowID, Input: c.Item.Input}
+		pkg := ExecutionPackage{ExecutionID: c.Item.ExecutionID, FlowID: c.Item.FlowID, Input: c.Item.Input,
+			Principal: q.principal(c.Item.Tenant)}
 		res, err := q.cfg.Dispatcher.Dispatch(dctx, pkg)
 		q.settle(context.WithoutCancel(ctx), lc, res, err, dctx.Err() != nil)
 	}()

@@ -540,7 +540,8 @@ func TestQueueRunsStartsOnARuntime(t *testing.T) {
 		out, err := ctx.Run("echo", func(context.Context) (any, error) { return in, nil })
 		return out, err
 	})
-	rt, err := loom.New(loom.Config{Events: memstore.NewEventStore(), Flows: []*loom.Flow{echo}})
+	events := memstore.NewEventStore()
+	rt, err := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{echo}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,6 +586,18 @@ func TestQueueRunsStartsOnARuntime(t *testing.T) {
 	for i := range n {
 		if got, want := outputs[fmt.Sprintf("e-%02d", i)], fmt.Sprint(i); got != want {
 			t.Errorf("e-%02d output %s, want %s", i, got, want)
+		}
+	}
+	for i := range n {
+		// Each queued start records its item's tenant, with the queue as
+		// the starting principal.
+		id := fmt.Sprintf("e-%02d", i)
+		first, err := store.ReadRange(t.Context(), events, id, 0, 1)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if got, want := store.TenantOf(first[0]), []string{"a", "b", "c"}[i%3]; got != want {
+			t.Errorf("%s recorded tenant %q, want %q", id, got, want)
 		}
 	}
 	if got := outputs["e-dup"]; got != `"first"` {

@@ -12,7 +12,9 @@ import (
 // the JSON of ExecutionPackage and ExecutionResult. A MINOR bump adds an
 // optional capability or an optional field; a MAJOR bump changes a required
 // contract. dispatchtest.RunDispatcher is its conformance kit.
-const DispatcherSPIVersion = "1.0.0"
+//
+// 1.1.0 added ExecutionPackage.Principal (optional).
+const DispatcherSPIVersion = "1.1.0"
 
 // WorkerRuntime runs packages: the stateless half of the placement seam
 // (LocalWorker in process, workerhttp.RemoteWorker across a network).

@@ -14,14 +14,14 @@ import (
 // the version and what it pins change together, so a field or a method
 // added, renamed or removed without a version bump fails here.
 func TestSpec7DispatcherSPIVersionPinsTheContract(t *testing.T) {
-	if dispatch.DispatcherSPIVersion != "1.0.0" {
+	if dispatch.DispatcherSPIVersion != "1.1.0" {
 		t.Fatalf("DispatcherSPIVersion %s: update this pin together with the sets below", dispatch.DispatcherSPIVersion)
 	}
 	pins := []struct {
 		v    any
 		tags []string
 	}{
-		{dispatch.ExecutionPackage{}, []string{"executionId", "flowId", "input,omitempty", "resume,omitempty"}},
+		{dispatch.ExecutionPackage{}, []string{"executionId", "flowId", "input,omitempty", "principal,omitempty", "resume,omitempty"}},
 		{dispatch.ResumeHint{}, []string{"recover,omitempty", "eventType,omitempty", "payload,omitempty", "credentials,omitempty"}},
 		{dispatch.ExecutionResult{}, []string{"executionId", "status", "output,omitempty", "error,omitempty", "suspendedOn,omitempty", "sequence"}},
 	}
