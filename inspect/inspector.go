@@ -122,13 +122,15 @@ type Listing struct {
 	UpdatedAt   int64           `json:"updatedAt"`
 	SuspendedOn string          `json:"suspendedOn,omitempty"`
 	ForkChain   json.RawMessage `json:"forkChain,omitempty"`
+	// Tenant is the tenant recorded with the starting principal.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // ListingOf is the Listing of an execution the store listed as info, whose
 // latest folded state is st.
 func ListingOf(info store.ExecutionInfo, st fold.State) Listing {
 	l := Listing{ExecutionInfo: info, Status: st.Status, Sequence: st.Sequence, UpdatedAt: st.UpdatedAt,
-		ForkChain: st.Variables.ForkChain}
+		ForkChain: st.Variables.ForkChain, Tenant: store.TenantOfPrincipal(st.Variables.Principal)}
 	if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
 		l.SuspendedOn = st.Variables.SuspendedOn.On
 	}
@@ -155,7 +157,11 @@ func (in *Inspector) executions(w http.ResponseWriter, r *http.Request) {
 			in.fail(w, err)
 			return
 		}
-		out.Executions = append(out.Executions, ListingOf(info, st))
+		l := ListingOf(info, st)
+		if tenant := r.URL.Query().Get("tenant"); tenant != "" && l.Tenant != tenant {
+			continue // a filter of the page: next still pages the store
+		}
+		out.Executions = append(out.Executions, l)
 	}
 	in.writeJSON(w, out)
 }

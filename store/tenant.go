@@ -54,13 +54,22 @@ func TenantOf(first event.Envelope) string {
 	var p struct {
 		Principal json.RawMessage `json:"principal"`
 	}
-	if event.UnmarshalExact(first.Payload, &p) != nil || len(p.Principal) == 0 || p.Principal[0] != '{' {
+	if event.UnmarshalExact(first.Payload, &p) != nil {
+		return ""
+	}
+	return TenantOfPrincipal(p.Principal)
+}
+
+// TenantOfPrincipal reads the "tenant" member of a recorded principal
+// object (a folded state's Variables.Principal); "" for another shape.
+func TenantOfPrincipal(principal json.RawMessage) string {
+	if len(principal) == 0 || principal[0] != '{' {
 		return ""
 	}
 	var who struct {
 		Tenant string `json:"tenant"`
 	}
-	if event.UnmarshalExact(p.Principal, &who) != nil {
+	if event.UnmarshalExact(principal, &who) != nil {
 		return ""
 	}
 	return who.Tenant

@@ -80,6 +80,27 @@ func TestHelpShowsEachDefaultOnce(t *testing.T) {
 	}
 }
 
+// TestLsTenant lists one tenant's executions.
+func TestLsTenant(t *testing.T) {
+	bin, fx := setup(t)
+	var page lsPage
+	decodeJSON(t, mustLoom(t, bin, "ls", "--store", fx.path, "--json", "--tenant", "billing"), &page)
+	var ids []string
+	for _, e := range page.Executions {
+		ids = append(ids, e.ExecutionID)
+		if e.Tenant != "billing" {
+			t.Fatalf("%s listed with tenant %q", e.ExecutionID, e.Tenant)
+		}
+	}
+	if !slices.Equal(ids, []string{"refund-1", "refund-2"}) {
+		t.Fatalf("--tenant billing listed %v", ids)
+	}
+	decodeJSON(t, mustLoom(t, bin, "ls", "--store", fx.path, "--json", "--tenant", "nobody"), &page)
+	if len(page.Executions) != 0 {
+		t.Fatalf("--tenant nobody listed %+v", page.Executions)
+	}
+}
+
 // TestLsSort orders the listing by id, by last update or by status, and
 // refuses what it cannot do.
 func TestLsSort(t *testing.T) {

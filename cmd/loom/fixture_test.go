@@ -242,6 +242,11 @@ func buildFixture(path string) (fixture, error) {
 	fx := fixture{path: path}
 	err = func() error {
 		start := func(id, flow string, in any) (fold.State, error) {
+			ctx := ctx
+			if flow == flowRefund {
+				// The refunds are the billing tenant's: loom ls --tenant.
+				ctx = loom.WithPrincipal(ctx, loom.Principal{ID: "billing-svc", Tenant: "billing"})
+			}
 			if _, err := a.rt.Start(ctx, flow, in, loom.WithExecutionID(id)); err != nil {
 				return fold.State{}, err
 			}

@@ -59,14 +59,14 @@ type lsPage struct {
 
 func (c *cli) lsCommand() *cobra.Command {
 	var (
-		storeSpec, after, status, flow, sortBy string
-		limit                                  int
+		storeSpec, after, status, flow, sortBy, tenant string
+		limit                                          int
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List executions with their folded status, a page at a time",
 		Long: `ls lists the executions of a store with the status folded from each one's
-latest snapshot and log tail. --status and --flow filter; --limit and --after
+latest snapshot and log tail. --status, --flow and --tenant filter; --limit and --after
 page (the last line names the --after of the next page).
 
 --sort orders the list: id (the default; pages with --after), updated (the
@@ -96,7 +96,7 @@ the same names as the inspector's API.`,
 				return usagef("--sort is id, updated or status, not %q", sortBy)
 			}
 			return c.withStore(storeSpec, func(s *openedStore) error {
-				return c.ls(s, lsQuery{after: after, limit: limit, status: fold.Status(status), flow: flow, sort: sortBy})
+				return c.ls(s, lsQuery{after: after, limit: limit, status: fold.Status(status), flow: flow, tenant: tenant, sort: sortBy})
 			})
 		},
 	}
@@ -105,15 +105,16 @@ the same names as the inspector's API.`,
 	cmd.Flags().StringVar(&after, "after", "", "start after this execution `id` (the cursor a previous page printed)")
 	cmd.Flags().StringVar(&status, "status", "", "only executions with this `status` (suspended, completed…)")
 	cmd.Flags().StringVar(&flow, "flow", "", "only executions of this flow `id`")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only executions of this `tenant` (recorded with the starting principal)")
 	cmd.Flags().StringVar(&sortBy, "sort", sortByID, "order by `key`: id, updated (newest first) or status")
 	return cmd
 }
 
 // lsQuery is what ls was asked for.
 type lsQuery struct {
-	after, flow, sort string
-	limit             int
-	status            fold.Status
+	after, flow, tenant, sort string
+	limit                     int
+	status                    fold.Status
 }
 
 // ls scans the store page by page — until limit executions match in id
@@ -181,7 +182,11 @@ func (c *cli) listing(s *openedStore, info store.ExecutionInfo, q lsQuery) (insp
 	if q.status != "" && st.Status != q.status {
 		return inspect.Listing{}, false, nil
 	}
-	return inspect.ListingOf(info, st), true, nil
+	l := inspect.ListingOf(info, st)
+	if q.tenant != "" && l.Tenant != q.tenant {
+		return inspect.Listing{}, false, nil
+	}
+	return l, true, nil
 }
 
 // sortListings orders rows by updated time (newest first) or by status.
