@@ -28,6 +28,7 @@ const fragmentMarker = "<!-- fragment -->"
 // importing them: the test adds the import of each one the block uses.
 var knownImports = map[string]string{
 	"loom":       "github.com/loom-kernel/loom",
+	"dispatch":   "github.com/loom-kernel/loom/dispatch",
 	"effect":     "github.com/loom-kernel/loom/effect",
 	"event":      "github.com/loom-kernel/loom/event",
 	"fold":       "github.com/loom-kernel/loom/fold",
@@ -59,6 +60,7 @@ var guides = []string{
 	"docs/testing-your-flows.md",
 	"docs/many-nodes.md",
 	"docs/operating.md",
+	"docs/production.md",
 	"docs/agents.md",
 	"docs/protocols.md",
 	"docs/glossary.md",
