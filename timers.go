@@ -232,6 +232,12 @@ func (rt *Runtime) fire(ctx context.Context, t store.Timer) (bool, error) {
 	if strings.HasPrefix(t.Key, "park:") {
 		ev := ResumeEvent{EventType: event.TimerFired, Payload: marshalJSON(map[string]int64{"wakeAt": t.WakeAt})}
 		err := rt.resume(ctx, t.ExecutionID, ev, nil, resumeOptions{})
+		if rr := (*ResumeRefusedError)(nil); errors.As(err, &rr) && (rr.Reason == RefusedBusy || rr.Reason == RefusedNotSuspended) {
+			// Not answered: the park is still being made (another node holds
+			// it, or it is not committed yet). Keep the timer: it is due
+			// again at the next poll, or once this node's claim expires.
+			return false, nil
+		}
 		if err != nil && !isRefusal(err) && !errors.Is(err, ErrExecutionNotFound) {
 			var ve *ResumePayloadValidationError
 			if !errors.As(err, &ve) {
