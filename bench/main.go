@@ -5,7 +5,9 @@
 //	go run ./bench [-duration 5s] [-workloads a,b,c,d,e] [-sync full|normal] [-db-dir DIR]
 //	               [-resume-small 100] [-resume-large 100000] [-resume-reps 5]
 //	               [-agent-small 20] [-agent-large 200] [-agent-reps 5] [-cpuprofile-dir DIR]
-//	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c] [-cpuprofile-dir DIR]
+//	               [-scale-small 1000] [-scale-large 1000000]
+//	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c,f] [-cpuprofile-dir DIR]
+//	               [-scale-small 1000] [-scale-large 100000]
 //
 // Every workload is reported beside a raw driver baseline measured in the
 // same process during the same run, as a ratio, because absolute rates on
@@ -44,6 +46,13 @@
 //	   one, the agent re-running from the log, which fails the run should
 //	   the fake server get a single request; replay time over the live
 //	   run's is reported, no target
+//	f  parked executions at scale (scale.go), run only when -workloads
+//	   names it: -scale-small and -scale-large executions parked on a gate,
+//	   each population measured by a fresh runtime over the reopened
+//	   storage: its size, the recovery pass, heap and RSS, paging the
+//	   status index and the executions, and cold Resume → completion of
+//	   random parked ones, whose median large/small is judged against 2.
+//	   On PostgreSQL too, each population in a schema of the run
 //
 // Every throughput workload, and every run of workload e, runs on its own
 // fresh SQLite file with the plugin's defaults (event store behind a
@@ -57,10 +66,10 @@
 // per commit on each of 32 connections at once. c is judged against the
 // 100-row rate and also reported beside the 32-connection one, with no
 // target. Every schema the run created is dropped at its end, also on
-// failure. Workloads d and e are SQLite-only (they reopen a database file
+// failure. Workload f runs there too when named. Workloads d and e are SQLite-only (they reopen a database file
 // as a new process would) and are refused with -postgres, as are the
 // SQLite flags. -cpuprofile-dir writes one CPU profile per workload
-// (a.prof … e.prof); workload d labels its resumes (pprof -tagfocus
+// (a.prof … f.prof); workload d labels its resumes (pprof -tagfocus
 // phase=resume, and path=warm or path=cold).
 //
 // Fold throughput and the SQLite append paths have Go benchmarks in their
@@ -78,6 +87,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,7 +108,11 @@ func main() {
 }
 
 // allWorkloads lists the workloads in the order they run.
-var allWorkloads = []string{"a", "b", "c", "d", "e"}
+var allWorkloads = []string{"a", "b", "c", "d", "e", "f"}
+
+// optInWorkloads run only when -workloads names them: f builds a million
+// executions and takes minutes.
+var optInWorkloads = []string{"f"}
 
 // postgresWorkloads are those that run on PostgreSQL, the default set with
 // -postgres.
@@ -118,6 +132,8 @@ type flags struct {
 	agentReps   int
 	profileDir  string
 	postgres    string // DSN; empty for SQLite
+	scaleSmall  int
+	scaleLarge  int
 }
 
 // parseFlags reads args; every value is checked against its limit.
@@ -129,7 +145,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.duration, "duration", 5*time.Second, "measured time of each throughput workload; each raw baseline sample takes half of it")
 	fs.StringVar(&f.dbDir, "db-dir", "", "directory for the run's database files, in a fresh subdirectory removed at the end "+
 		"(default the system temp dir); the file system decides the fsync cost")
-	fs.StringVar(&workloads, "workloads", strings.Join(allWorkloads, ","), "comma-separated workloads to run")
+	defaults := slices.DeleteFunc(slices.Clone(allWorkloads), func(w string) bool { return slices.Contains(optInWorkloads, w) })
+	fs.StringVar(&workloads, "workloads", strings.Join(defaults, ","), "comma-separated workloads to run (of "+
+		strings.Join(allWorkloads, ",")+"; "+strings.Join(optInWorkloads, ",")+" only when named)")
 	fs.StringVar(&sync, "sync", "full", "SQLite synchronous level of the store and the raw baselines: full or normal")
 	fs.IntVar(&f.resumeSmall, "resume-small", 100, "workload d: events of the small log")
 	fs.IntVar(&f.resumeLarge, "resume-large", 100_000, "workload d: events of the large log")
@@ -137,7 +155,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.agentSmall, "agent-small", 20, "workload e: tool turns of the small agent run")
 	fs.IntVar(&f.agentLarge, "agent-large", 200, "workload e: tool turns of the large agent run (also of the log and replay runs)")
 	fs.IntVar(&f.agentReps, "agent-reps", 5, "workload e: measured runs of each size, and log runs of each ToolLog mode (the median is reported)")
-	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … e.prof) into this directory")
+	fs.IntVar(&f.scaleSmall, "scale-small", defaultScaleSmall, "workload f: parked executions of the small population")
+	fs.IntVar(&f.scaleLarge, "scale-large", defaultScaleLarge, "workload f: parked executions of the large population "+
+		"(default "+strconv.Itoa(pgScaleLarge)+" with -postgres)")
+	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … f.prof) into this directory")
 	fs.StringVar(&f.postgres, "postgres", "", "run workloads a, b, c on PostgreSQL at this DSN, in fresh schemas dropped at the end "+
 		"(default: SQLite)")
 	if err := fs.Parse(args); err != nil {
@@ -156,6 +177,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		}
 		if !set["workloads"] {
 			workloads = strings.Join(postgresWorkloads, ",")
+		}
+		if !set["scale-large"] {
+			f.scaleLarge = pgScaleLarge
 		}
 	}
 	switch sync {
@@ -194,6 +218,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 			f.agentSmall, f.agentLarge, maxAgentTurns)
 	case f.agentReps < 1 || f.agentReps > maxAgentRepetitions:
 		return flags{}, fmt.Errorf("-agent-reps %d: want 1..%d", f.agentReps, maxAgentRepetitions)
+	case f.scaleSmall < minScaleExecutions || f.scaleLarge <= f.scaleSmall || f.scaleLarge > maxScaleExecutions:
+		return flags{}, fmt.Errorf("-scale-small %d, -scale-large %d: want %d <= small < large <= %d",
+			f.scaleSmall, f.scaleLarge, minScaleExecutions, maxScaleExecutions)
 	}
 	return f, nil
 }
@@ -243,6 +270,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	defer func() { err = errors.Join(err, raw.Close()) }()
 	if err := runWorkloads(ctx, f, dir, open, raw, &rep.Workloads, progress); err != nil {
 		return err
+	}
+	if slices.Contains(f.workloads, "f") {
+		err := profiled(f.profileDir, "f", func() (err error) {
+			rep.Workloads.F, err = measureScale(ctx, scaleStorageFor(dir, f.sync, pg), f.scaleSmall, f.scaleLarge, progress)
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
 	if rep.Raw, err = raw.report(ctx); err != nil {
 		return err

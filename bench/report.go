@@ -83,6 +83,7 @@ type WorkloadReports struct {
 	C *ThroughputReport `json:"c,omitempty"`
 	D *ResumeReport     `json:"d,omitempty"`
 	E *AgentReport      `json:"e,omitempty"`
+	F *ScaleReport      `json:"f,omitempty"`
 }
 
 // Comparison directions of a target.
