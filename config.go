@@ -235,8 +235,8 @@ type AuthzRequest struct {
 	FlowID      string
 	// Tenant is the execution's recorded tenant (for a start, the
 	// starting principal's); "" for none.
-	Tenant string
-	Principal   any // from WithPrincipal on the caller's context
+	Tenant    string
+	Principal any // from WithPrincipal on the caller's context
 }
 
 type principalKey struct{}

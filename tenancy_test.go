@@ -72,7 +72,9 @@ func TestK12_ACallerOfAnotherTenantFindsNoExecutionAndAppendsNothing(t *testing.
 		"wait":      func() error { _, err := rt.WaitForSuspend(other, id); return err },
 		"fork":      func() error { _, err := rt.Fork(other, id, 1); return err },
 		"resume-as": func() error { return rt.ResumeAs(other, id, yes, loom.OntoFlow("approval")) },
-		"resolve":   func() error { return rt.ResolveInDoubt(other, id, loom.Verdict{StepID: "price", Attempt: 1, Done: true}) },
+		"resolve": func() error {
+			return rt.ResolveInDoubt(other, id, loom.Verdict{StepID: "price", Attempt: 1, Done: true})
+		},
 	}
 	names := make([]string, 0, len(attempts))
 	for name := range attempts { //loom:sorted below
