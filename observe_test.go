@@ -262,8 +262,6 @@ func TestEventHookConfigRefusals(t *testing.T) {
 type tapeObserver struct {
 	mu    sync.Mutex
 	lines []string
-	// drives' recorded traces, by execution
-	traces map[string]map[string]string
 }
 
 type traceKey struct{}

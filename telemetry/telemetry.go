@@ -7,8 +7,10 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
@@ -26,9 +28,13 @@ const ScopeName = "github.com/loom-kernel/loom/telemetry"
 //   - Payloads: false — no error messages on spans
 //   - Logger: slog.Default()
 type Options struct {
-	// TracerProvider makes the spans (nil: the otel global).
+	// TracerProvider makes the spans (nil: the otel global). A
+	// tracenoop.TracerProvider is recognized: no span is started at all,
+	// and a context passes through as it came (its trace, if any, is still
+	// recorded by the kernel and carried on to the drive).
 	TracerProvider trace.TracerProvider
-	// MeterProvider makes the instruments (nil: the otel global).
+	// MeterProvider makes the instruments (nil: the otel global). A
+	// metricnoop.MeterProvider is recognized: Wire then chains no hook.
 	MeterProvider metric.MeterProvider
 	// Propagator renders the trace carrier the kernel records in an
 	// operation's first event and reads back for a drive on another node
@@ -53,7 +59,13 @@ type Options struct {
 // block, hold no lock across a call into OpenTelemetry, and recover their
 // own panics.
 type Telemetry struct {
-	tracer   trace.Tracer
+	tracer trace.Tracer
+	// tracing is false for a no-op TracerProvider (tracenoop): then no span
+	// call is made at all (see start).
+	tracing bool
+	// counting is false for a no-op MeterProvider (metricnoop): then Wire
+	// chains no durable-event hook (see Wire).
+	counting bool
 	meter    metric.Meter
 	prop     propagation.TextMapPropagator
 	payloads bool
@@ -93,6 +105,8 @@ func New(opts Options) (*Telemetry, error) {
 	}
 	t := &Telemetry{
 		tracer:   tp.Tracer(ScopeName),
+		tracing:  !isNoopTracing(tp),
+		counting: !isNoopMetering(mp),
 		meter:    mp.Meter(ScopeName),
 		prop:     prop,
 		payloads: opts.Payloads,
@@ -105,6 +119,26 @@ func New(opts Options) (*Telemetry, error) {
 	return t, nil
 }
 
+// isNoopTracing recognizes the no-op TracerProvider of
+// go.opentelemetry.io/otel/trace/noop.
+func isNoopTracing(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		return true
+	}
+	return false
+}
+
+// isNoopMetering recognizes the no-op MeterProvider of
+// go.opentelemetry.io/otel/metric/noop.
+func isNoopMetering(mp metric.MeterProvider) bool {
+	switch mp.(type) {
+	case metricnoop.MeterProvider, *metricnoop.MeterProvider:
+		return true
+	}
+	return false
+}
+
 // Wire makes cfg report to t: it sets cfg.Observer to t (replacing one
 // already set) and chains cfg.OnDurableEvent, so a hook already set is
 // called first and t's after it, even when that hook panics (the panic
@@ -112,9 +146,14 @@ func New(opts Options) (*Telemetry, error) {
 // counts come through that hook: they count what the log holds, on the
 // kernel's own hook goroutine, and past Config.EventHookBuffer the kernel
 // drops events and they are not counted. Wire the same cfg once: twice
-// counts every event twice.
+// counts every event twice. With a metricnoop.MeterProvider there is nothing
+// to count, and Wire leaves cfg.OnDurableEvent as it is (so the kernel runs
+// no hook goroutine for telemetry's sake).
 func (t *Telemetry) Wire(cfg *loom.Config) {
 	cfg.Observer = t
+	if !t.counting {
+		return
+	}
 	prev := cfg.OnDurableEvent
 	if prev == nil {
 		cfg.OnDurableEvent = t.OnDurableEvent

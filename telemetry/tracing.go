@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
@@ -80,7 +81,7 @@ func (t *Telemetry) Operation(ctx context.Context, op loom.Operation) (context.C
 	if !ok {
 		name = "loom.operation " + op.Name
 	}
-	ctx, span := t.tracer.Start(ctx, name)
+	ctx, span := t.start(ctx, name)
 	if span.IsRecording() {
 		span.SetAttributes(keyOperation.String(op.Name), keyExecution.String(op.ExecutionID))
 		if op.FlowID != "" {
@@ -125,7 +126,7 @@ func (t *Telemetry) Drive(ctx context.Context, d loom.DriveInfo) (context.Contex
 	case callerTraced || kind == opStart:
 		// A start records its operation's own trace: nothing to read.
 		parent = trace.ContextWithSpanContext(ctx, opSC)
-		if kind != opStart && opSC.IsValid() {
+		if t.tracing && kind != opStart && opSC.IsValid() {
 			if rec := t.recorded(ctx, d); rec.IsValid() && rec.TraceID() != opSC.TraceID() {
 				links = append(links, trace.Link{SpanContext: rec})
 			}
@@ -147,7 +148,7 @@ func (t *Telemetry) Drive(ctx context.Context, d loom.DriveInfo) (context.Contex
 	}
 	// parent derives from ctx (the runtime's, cancelled by Close): only a
 	// span context and the recorded baggage are added to it.
-	dctx, span := t.tracer.Start(parent, "loom.drive", opts...)
+	dctx, span := t.start(parent, "loom.drive", opts...)
 	if span.IsRecording() {
 		span.SetAttributes(keyExecution.String(d.ExecutionID), keyFlow.String(d.FlowID))
 		if d.Simulated {
@@ -179,6 +180,19 @@ func (t *Telemetry) Drive(ctx context.Context, d loom.DriveInfo) (context.Contex
 		}
 		span.End()
 	}
+}
+
+// idle is the span start returns when tracing is off: it records nothing
+// and carries no span context.
+var idle trace.Span = tracenoop.Span{}
+
+// start starts a span, or with tracing off returns ctx as it is and idle
+// (never ctx's own span, which may be an app's recording one).
+func (t *Telemetry) start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !t.tracing {
+		return ctx, idle
+	}
+	return t.tracer.Start(ctx, name, opts...)
 }
 
 // live registers span's context in m as execution id's live one (for
@@ -217,7 +231,7 @@ func (t *Telemetry) recordedContext(ctx context.Context, d loom.DriveInfo) conte
 // drive's span, and measures the attempt (loom.step.attempts and
 // loom.step.duration). A failed attempt's span has status error.
 func (t *Telemetry) StepAttempt(ctx context.Context, s loom.StepAttempt) (context.Context, func(error)) {
-	ctx, span := t.tracer.Start(ctx, "loom.step")
+	ctx, span := t.start(ctx, "loom.step")
 	began := time.Now()
 	if span.IsRecording() {
 		span.SetAttributes(keyExecution.String(s.ExecutionID), keyStep.String(s.StepID),
@@ -251,7 +265,7 @@ func (t *Telemetry) Append(ctx context.Context, executionID string, events int) 
 	} else if sc, ok := t.ops.Load(executionID); ok {
 		ctx = trace.ContextWithSpanContext(ctx, *sc.(*trace.SpanContext))
 	}
-	_, span := t.tracer.Start(ctx, "loom.append")
+	_, span := t.start(ctx, "loom.append")
 	if span.IsRecording() {
 		span.SetAttributes(keyExecution.String(executionID), keyEvents.Int(events))
 	} else if !t.m.appendDuration.Enabled(ctx) {

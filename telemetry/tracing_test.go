@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/telemetry"
@@ -120,7 +122,7 @@ func TestAStartTracesItsOperationDriveAndEveryAttemptUnderTheCallersTrace(t *tes
 		if s.Parent().SpanID() != drive.SpanContext().SpanID() {
 			t.Fatalf("step span %v is not the drive's child", s.Attributes())
 		}
-		st := attr(s, "loom.step.id").AsString() + "#" + attr(s, "loom.step.attempt").Emit() + ":" + s.Status().Code.String()
+		st := attr(s, "loom.step.id").AsString() + "#" + attr(s, "loom.step.attempt").String() + ":" + s.Status().Code.String()
 		seen = append(seen, st)
 		if attr(s, "loom.execution.id").AsString() != id || attr(s, "loom.step.kind").AsString() != "step" {
 			t.Fatalf("step span attributes %v", s.Attributes())
@@ -272,12 +274,12 @@ func spanText(s sdktrace.ReadOnlySpan) string {
 	var b strings.Builder
 	b.WriteString(s.Status().Description)
 	for _, kv := range s.Attributes() {
-		b.WriteString(" " + string(kv.Key) + "=" + kv.Value.Emit())
+		b.WriteString(" " + string(kv.Key) + "=" + kv.Value.String())
 	}
 	for _, e := range s.Events() {
 		b.WriteString(" " + e.Name)
 		for _, kv := range e.Attributes {
-			b.WriteString(" " + string(kv.Key) + "=" + kv.Value.Emit())
+			b.WriteString(" " + string(kv.Key) + "=" + kv.Value.String())
 		}
 	}
 	return b.String()
@@ -327,5 +329,41 @@ func TestNoSpanCarriesAnErrorMessageUnlessPayloadsIsSet(t *testing.T) {
 				t.Fatalf("with Payloads, the failed step does not carry its message: %s", spanText(refund))
 			}
 		}
+	}
+}
+
+func TestANoopTracerProviderMakesNoSpanYetTheCallersTraceIsRecorded(t *testing.T) {
+	r := newRig(t, telemetry.Options{})
+	tel, err := telemetry.New(telemetry.Options{TracerProvider: tracenoop.NewTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loom.Config{Events: r.events, Flows: []*loom.Flow{orderFlow(false)}, Recovery: loom.Recovery{Disabled: true},
+		Logger: slog.New(slog.DiscardHandler)}
+	tel.Wire(&cfg)
+	rt, err := loom.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, app := r.caller() // the app's own SDK span
+	id, err := rt.Start(ctx, "order", order{Item: "disk", Qty: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.WaitForCompletion(r.ctx(), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(r.spans.Ended()); got != 0 {
+		t.Fatalf("%d spans ended before the app ended its own", got)
+	}
+	app.End()
+	if attrs := r.spans.Ended()[0].Attributes(); len(attrs) != 0 {
+		t.Fatalf("the app's span was given attributes %v", attrs)
+	}
+	if rec := recordedTrace(t, r, id); rec.SpanID() != app.SpanContext().SpanID() {
+		t.Fatalf("EXECUTION_STARTED records %v, want the caller's span", rec)
 	}
 }
