@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 
 	"github.com/loom-kernel/loom/event"
@@ -220,6 +221,19 @@ func ValidateClaimRequest(req ClaimRequest) error {
 		return &QueueLimitsError{Field: "Max", Problem: "must be at least 1"}
 	}
 	return req.Limits.Validate()
+}
+
+// ValidateTimerClaim is the check every TimerClaimer's ClaimDue runs: it
+// refuses the owner and ttl as a lease grant's are refused, with
+// *event.InvalidEnvelopeError (Field "owner" or "ttlMs"), claiming nothing.
+func ValidateTimerClaim(owner string, now, ttl int64) error {
+	if err := event.ValidateID("owner", owner); err != nil {
+		return err
+	}
+	if ttl < 1 || now > math.MaxInt64-ttl {
+		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "not positive, or now+ttl overflows int64"}
+	}
+	return nil
 }
 
 // TimerClaimer is an optional TimerStore capability: ClaimDue hands each

@@ -3,12 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
-	"math"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -152,14 +150,8 @@ func (s *TimerStore) ClaimDue(ctx context.Context, owner string, now, ttl int64,
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if err := event.ValidateID("owner", owner); err != nil {
+	if err := store.ValidateTimerClaim(owner, now, ttl); err != nil {
 		return nil, err
-	}
-	if ttl < 1 {
-		return nil, &event.InvalidEnvelopeError{Field: "ttl", Reason: "not positive"}
-	}
-	if now > math.MaxInt64-ttl {
-		return nil, &event.InvalidEnvelopeError{Field: "ttl", Reason: "now+ttl overflows int64"}
 	}
 	if limit < 1 {
 		limit = DefaultDueLimit

@@ -7,10 +7,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
-	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -171,7 +169,7 @@ func (s *TimerStore) ClaimDue(ctx context.Context, owner string, now, ttl int64,
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if err := validateTimerClaim(owner, now, ttl); err != nil {
+	if err := store.ValidateTimerClaim(owner, now, ttl); err != nil {
 		return nil, err
 	}
 	if limit < 1 {
@@ -195,18 +193,6 @@ func (s *TimerStore) ClaimDue(ctx context.Context, owner string, now, ttl int64,
 		return cmp.Or(cmp.Compare(a.WakeAt, b.WakeAt), cmp.Compare(a.Key, b.Key))
 	})
 	return out, nil
-}
-
-// validateTimerClaim refuses ClaimDue's owner and ttl as a lease grant's
-// are refused (Field "owner" or "ttlMs").
-func validateTimerClaim(owner string, now, ttl int64) error {
-	if err := event.ValidateID("owner", owner); err != nil {
-		return err
-	}
-	if ttl < 1 || now > math.MaxInt64-ttl {
-		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "not positive, or now+ttl overflows int64"}
-	}
-	return nil
 }
 
 // timerFromRow reads one driver row of timerCols.

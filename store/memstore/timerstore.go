@@ -5,10 +5,8 @@ import (
 	"container/heap"
 	"context"
 	"encoding/json"
-	"math"
 	"sync"
 
-	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -142,7 +140,7 @@ func (s *TimerStore) ClaimDue(ctx context.Context, owner string, now, ttl int64,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := validateTimerClaim(owner, now, ttl); err != nil {
+	if err := store.ValidateTimerClaim(owner, now, ttl); err != nil {
 		return nil, err
 	}
 	if limit < 1 {
@@ -163,18 +161,6 @@ func (s *TimerStore) ClaimDue(ctx context.Context, owner string, now, ttl int64,
 		return true
 	})
 	return out, nil
-}
-
-// validateTimerClaim refuses ClaimDue's owner and ttl as a lease grant's
-// are refused (Field "owner" or "ttlMs").
-func validateTimerClaim(owner string, now, ttl int64) error {
-	if err := event.ValidateID("owner", owner); err != nil {
-		return err
-	}
-	if ttl < 1 || now > math.MaxInt64-ttl {
-		return &event.InvalidEnvelopeError{Field: "ttlMs", Reason: "not positive, or now+ttl overflows int64"}
-	}
-	return nil
 }
 
 // Delete removes the timer under key iff its WakeAt is wakeAt and reports
