@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,7 +100,7 @@ func TestMultiNodeQueueKill(t *testing.T) {
 	}
 	t.Logf("schema %s", schema)
 	token := randomToken(t)
-	cluster := startQueueCluster(t, schema, token)
+	cluster := startCluster(t, queueWorker, schema, token)
 	m := newQueueRun(t, ctx, st, cluster, token)
 	m.enqueueAll()
 	ran := make(chan error, 1)
@@ -773,93 +771,4 @@ func (l *claimLog) maxHeld() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.most
-}
-
-// startQueueCluster starts the queue-test workers on schema and waits for
-// each to announce its address, as startCluster does for
-// TestMultiNodeKill's workers.
-func startQueueCluster(t *testing.T, schema, token string) []*workerProcess {
-	t.Helper()
-	cluster := make([]*workerProcess, mnWorkers)
-	t.Cleanup(func() {
-		for _, p := range cluster {
-			if p == nil {
-				continue
-			}
-			select {
-			case <-p.done:
-			default:
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
-			if t.Failed() {
-				t.Logf("%s output:\n%s", p.name, p.out.tail(16<<10))
-			}
-		}
-	})
-	addrs := make(chan error, mnWorkers)
-	for i := range cluster {
-		p, err := spawnQueueWorker(i, schema, token, addrs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cluster[i] = p
-	}
-	deadline := time.NewTimer(time.Minute)
-	defer deadline.Stop()
-	for range cluster {
-		select {
-		case err := <-addrs:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-deadline.C:
-			t.Fatal("the workers did not announce their addresses within a minute")
-		}
-	}
-	return cluster
-}
-
-// spawnQueueWorker starts queue-test worker i; its address (or why there
-// is none) arrives on addrs.
-func spawnQueueWorker(i int, schema, token string, addrs chan<- error) (*workerProcess, error) {
-	p := &workerProcess{name: "worker-" + strconv.Itoa(i), out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^TestMultiNodeQueueWorkerProcess$", "-test.count=1", "-test.timeout=10m")
-	p.cmd.Env = append(os.Environ(), mnqWorkerEnv+"="+strconv.Itoa(i), workerSchemaEnv+"="+schema, workerTokenEnv+"="+token)
-	p.cmd.Stderr = p.out
-	var err error
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		announced := false
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			if addr, ok := strings.CutPrefix(line, workerAddrPrefix); ok && !announced {
-				p.addr, announced = addr, true
-				addrs <- nil
-				continue
-			}
-			fmt.Fprintln(p.out, line)
-		}
-		if !announced {
-			addrs <- fmt.Errorf("%s exited before announcing its address", p.name)
-		}
-	}()
-	go func() {
-		<-read // Wait closes stdout: read it to the end first
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
 }

@@ -91,7 +91,7 @@ func TestMultiNodeKill(t *testing.T) {
 	adminExec(t, effectsSinkDDL(schema))
 	t.Logf("schema %s", schema)
 	token := randomToken(t)
-	cluster := startCluster(t, schema, token)
+	cluster := startCluster(t, killWorker, schema, token)
 	ids := make([]string, mnExecutions)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("mn-%03d", i)
@@ -373,7 +373,7 @@ type workerProcess struct {
 // startCluster starts the workers on schema and waits for every one to
 // announce its address. At cleanup any worker still running is killed, and
 // on failure each worker's output is logged.
-func startCluster(t *testing.T, schema, token string) []*workerProcess {
+func startCluster(t *testing.T, w workerEntry, schema, token string) []*workerProcess {
 	t.Helper()
 	cluster := make([]*workerProcess, mnWorkers)
 	t.Cleanup(func() {
@@ -394,7 +394,7 @@ func startCluster(t *testing.T, schema, token string) []*workerProcess {
 	})
 	addrs := make(chan error, mnWorkers)
 	for i := range cluster {
-		p, err := spawnWorker(i, schema, token, addrs)
+		p, err := spawnWorker(w, i, schema, token, addrs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,12 +415,21 @@ func startCluster(t *testing.T, schema, token string) []*workerProcess {
 	return cluster
 }
 
-// spawnWorker starts worker i; its address (or why there is none) arrives
+// workerEntry names the test a worker process runs and the variable that
+// gives it its number: one per multi-node test.
+type workerEntry struct{ test, env string }
+
+var (
+	killWorker  = workerEntry{"TestMultiNodeWorkerProcess", workerIDEnv}
+	queueWorker = workerEntry{"TestMultiNodeQueueWorkerProcess", mnqWorkerEnv}
+)
+
+// spawnWorker starts worker i of w; its address (or why there is none) arrives
 // on addrs.
-func spawnWorker(i int, schema, token string, addrs chan<- error) (*workerProcess, error) {
+func spawnWorker(w workerEntry, i int, schema, token string, addrs chan<- error) (*workerProcess, error) {
 	p := &workerProcess{name: "worker-" + strconv.Itoa(i), out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^TestMultiNodeWorkerProcess$", "-test.count=1", "-test.timeout=10m")
-	p.cmd.Env = append(os.Environ(), workerIDEnv+"="+strconv.Itoa(i), workerSchemaEnv+"="+schema, workerTokenEnv+"="+token)
+	p.cmd = exec.Command(os.Args[0], "-test.run=^"+w.test+"$", "-test.count=1", "-test.timeout=10m")
+	p.cmd.Env = append(os.Environ(), w.env+"="+strconv.Itoa(i), workerSchemaEnv+"="+schema, workerTokenEnv+"="+token)
 	p.cmd.Stderr = p.out
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
