@@ -1,15 +1,19 @@
 package loom_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store/memstore"
 )
 
 var inboxOn = loom.Config{Features: loom.Features{Inbox: true}}
@@ -196,4 +200,83 @@ func TestAForkHasItsOwnInboxWithItsParentsConsumedMessages(t *testing.T) {
 	if errA != nil || errB != nil || string(a.Output) != "[1,2]" || string(b.Output) != "[1,20]" {
 		t.Fatalf("parent %s %v, fork %s %v", a.Output, errA, b.Output, errB)
 	}
+}
+
+// indexedCounting counts the events a store hands out per execution and
+// keeps the memory store's status index visible, so recovery pages it.
+type indexedCounting struct {
+	*memstore.EventStore
+	mu   sync.Mutex
+	read map[string]int
+}
+
+func (c *indexedCounting) ReadFrom(ctx context.Context, id string, from int64) ([]event.Envelope, error) {
+	c.mu.Lock()
+	c.read[id]++
+	c.mu.Unlock()
+	return c.EventStore.ReadFrom(ctx, id, from)
+}
+
+func (c *indexedCounting) reads(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read[id]
+}
+
+// Recovery loads a parked execution only when a message could await it:
+// without the inbox a gate park has nothing recovery could do, so many
+// parked executions cost a pass nothing but the index walk; with it, a
+// message that reached a select park while no process could deliver it is
+// delivered by the next Recover.
+func TestRecoveryLoadsParkedExecutionsOnlyWhenAMessageCouldAwaitThem(t *testing.T) {
+	t.Run("inbox off: a gate park is not loaded", func(t *testing.T) {
+		gated := loom.NewFlow("gated", func(ctx *loom.Context, _ struct{}) (int, error) {
+			_, err := ctx.Suspend("approve")
+			return 1, err
+		})
+		h := newHarnessWith(t, loom.Config{StickyParks: -1}, gated)
+		id, _ := h.rt.Start(h.ctx(), "gated", nil)
+		if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+			t.Fatal(err)
+		}
+		h.rt.Close()
+		counting := &indexedCounting{EventStore: h.events, read: map[string]int{}}
+		next, err := loom.New(loom.Config{Events: counting, Snapshots: h.snaps, Flows: []*loom.Flow{gated},
+			StickyParks: -1, Recovery: loom.Recovery{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Close()
+		n, err := next.Recover(h.ctx())
+		if err != nil || n != 0 {
+			t.Fatalf("Recover: %d %v", n, err)
+		}
+		if got := counting.reads(id); got != 0 {
+			t.Fatalf("the pass read the parked execution's log %d times", got)
+		}
+	})
+	t.Run("inbox on: an undelivered message is delivered", func(t *testing.T) {
+		h := newHarnessWith(t, withSticky(inboxOn, false), collector(1))
+		id, _ := h.rt.Start(h.ctx(), "collect", nil)
+		if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+			t.Fatal(err)
+		}
+		h.rt.Close()
+		// A process that does not know the flow takes the message durably
+		// but cannot deliver it.
+		if err := h.open().Send(h.ctx(), id, "orders", 5); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := h.open().LoadState(h.ctx(), id); err != nil || s.Status != fold.StatusSuspended {
+			t.Fatalf("delivered by a process without the flow: %s %v", s.Status, err)
+		}
+		next := h.open(collector(1))
+		if _, err := next.Recover(h.ctx()); err != nil {
+			t.Fatal(err)
+		}
+		res, err := next.WaitForCompletion(h.ctx(), id)
+		if err != nil || string(res.Output) != "[5]" {
+			t.Fatalf("%s %v", res.Output, err)
+		}
+	})
 }

@@ -43,15 +43,16 @@ func (rt *Runtime) recoverPeriodically() {
 // recoverPass is one recovery pass: over the store's index of unfinished
 // executions when it keeps one (O(unfinished), not O(all)), else over
 // every execution. Through the index, parked executions are looked at only
-// by Recover and the first automatic pass (a message may have arrived for
-// a select park while no process listened); the periodic passes act on
-// running and continued entries, so many parked executions cost them
-// nothing. An automatic pass without leases also waits out an execution's
+// when Features.Inbox is on, and then only by Recover and the first
+// automatic pass (a message may have arrived for a select park while no
+// process listened; without the inbox no park awaits one, and a gate
+// park has nothing recovery could do); the periodic passes act on running
+// and continued entries, so many parked executions cost them no load. An automatic pass without leases also waits out an execution's
 // recent activity, since nothing else says whether another process still
 // drives it.
 func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error) {
 	rt.mu.Lock()
-	parked := !automatic || !rt.recoveredOnce
+	parked := rt.cfg.Features.Inbox && (!automatic || !rt.recoveredOnce)
 	rt.recoveredOnce = true
 	rt.mu.Unlock()
 	list := func(after string) ([]candidate, string, error) {

@@ -38,6 +38,7 @@ var knownImports = map[string]string{
 	"schedule":   "github.com/loom-kernel/loom/schedule",
 	"sqlite":     "github.com/loom-kernel/loom/plugins/sqlite",
 	"store":      "github.com/loom-kernel/loom/store",
+	"telemetry":  "github.com/loom-kernel/loom/telemetry",
 	"wire":       "github.com/loom-kernel/loom/wire",
 	"context":    "context",
 	"errors":     "errors",

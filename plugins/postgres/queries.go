@@ -191,9 +191,13 @@ func buildQueries(s string) queries {
 			SELECT $1::text, ` + eventCols + ` FROM ` + s + `.events WHERE execution_id = $2 AND sequence <= $3`,
 		notify: `SELECT pg_notify($1::text, $2::text)`,
 
-		listUnfinished: `SELECT f.execution_id, COALESCE(x.workflow_id, ''), f.status, f.sequence, f.timestamp_ms,
-				COALESCE(f.next_execution_id, '')
-			FROM ` + s + `.unfinished f LEFT JOIN ` + s + `.executions x ON x.execution_id = f.execution_id
+		// The workflow id is a correlated subquery, not a LEFT JOIN: the
+		// planner made the join a merge join scanning executions_pkey from
+		// its start, so a page cost its depth (docs/benchmarks.md).
+		listUnfinished: `SELECT f.execution_id,
+				COALESCE((SELECT x.workflow_id FROM ` + s + `.executions x WHERE x.execution_id = f.execution_id), ''),
+				f.status, f.sequence, f.timestamp_ms, COALESCE(f.next_execution_id, '')
+			FROM ` + s + `.unfinished f
 			WHERE f.listed AND f.execution_id > $1
 				AND (f.status <> 'continued' OR NOT EXISTS (SELECT 1 FROM ` + s + `.executions n
 					WHERE n.execution_id = f.next_execution_id AND n.length > 0))
