@@ -58,6 +58,9 @@ func (c *Context) ContinueAsNew(input any) error {
 		return err
 	}
 	next := &successor{ID: link.ID + "~" + strconv.Itoa(link.Index), Input: orNull(in), Chain: link, Carry: carry}
+	if r.verifying() {
+		r.reach(frontier{kind: frontierEnd, typ: event.ExecutionContinued, status: fold.StatusContinued})
+	}
 	r.mu.Lock()
 	r.successor = next
 	r.mu.Unlock()

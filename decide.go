@@ -41,6 +41,9 @@ func (c *Context) decide(id string, choose func() (any, error), meta map[string]
 		return d.Choice, nil
 	}
 	r := c.drive
+	if r.verifying() {
+		r.reach(frontier{kind: frontierDecision, id: id})
+	}
 	r.beginLive()
 	v, err := choose()
 	var raw []byte

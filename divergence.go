@@ -18,11 +18,16 @@ func (r *drive) observeStep(c *Context, id string, live bool) {
 		return
 	}
 	r.mu.Lock()
+	want, wantSeq, _ := r.div.Next()
 	msg := r.div.RootStep(id)
 	report := r.div.Report(msg)
 	r.mu.Unlock()
 	if !report {
 		return
+	}
+	if r.verifying() {
+		r.reach(frontier{kind: frontierDiverged, want: "step " + strconv.Quote(want), wantSeq: wantSeq,
+			got: "step " + strconv.Quote(id), detail: msg})
 	}
 	r.reportDivergence(msg)
 }
@@ -54,8 +59,13 @@ func (r *drive) endBlock(b *idSet) {
 	r.mu.Lock()
 	msg := r.div.BlockSteps(b.ids)
 	report := r.div.Report(msg)
+	want, wantSeq, _ := r.div.Next()
 	r.mu.Unlock()
 	if report {
+		if r.verifying() {
+			r.reach(frontier{kind: frontierDiverged, want: "step " + strconv.Quote(want), wantSeq: wantSeq,
+				got: "a Parallel block without it", detail: msg})
+		}
 		r.reportDivergence(msg)
 	}
 }
@@ -70,6 +80,10 @@ func (r *drive) observeGate(gate string, entry fold.ResumeEntry) {
 	report := r.div.Report(msg)
 	r.mu.Unlock()
 	if report {
+		if r.verifying() {
+			r.reach(frontier{kind: frontierDiverged, want: "the answer to gate " + strconv.Quote(entry.EventType),
+				wantSeq: entry.Seq, got: "gate " + strconv.Quote(gate), detail: msg})
+		}
 		r.reportDivergence(msg)
 	}
 }

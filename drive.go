@@ -44,6 +44,12 @@ type drive struct {
 	// input is refused (StepReusedError) instead of served the first one's
 	// outcome.
 	issued map[string]issue
+	// verify, set by CheckReplay, stops the drive at the first thing the
+	// log does not hold (see reach).
+	verify *verifier
+	// patches holds the versions Version gave this drive without a
+	// recorded decision (an execution older than the patch).
+	patches map[string]int
 }
 
 // issue is an id a drive issued.
@@ -136,6 +142,9 @@ func (r *drive) abort(err error) {
 // commit appends through the journal; a refused commit (journal failure,
 // or a run already ended by a cancel) unwinds the caller.
 func (r *drive) commit(typ string, payload any, meta map[string]json.RawMessage) event.Envelope {
+	if r.verifying() {
+		r.reach(frontier{kind: frontierAppend, typ: typ})
+	}
 	e, err := r.j.Commit(typ, payload, meta)
 	if err != nil {
 		r.abort(err)
@@ -194,6 +203,8 @@ func (r *drive) runBody(input json.RawMessage) outcome {
 	parked, cancelled, abortErr := r.parked, r.cancelled, r.abortErr
 	r.mu.Unlock()
 	switch {
+	case r.verifying() && r.verify.reached() != nil:
+		return outcome{}
 	case abortErr != nil:
 		return outcome{err: abortErr}
 	case cancelled:
@@ -226,6 +237,10 @@ func (r *drive) runBody(input json.RawMessage) outcome {
 
 // finish commits the terminal event and waits until it is durable.
 func (r *drive) finish(typ string, payload any, status fold.Status) outcome {
+	if r.verifying() {
+		r.verify.record(frontier{kind: frontierEnd, typ: typ, payload: payload, status: status})
+		return outcome{}
+	}
 	if _, err := r.j.CommitTerminal(typ, payload, nil); err != nil {
 		return outcome{err: err}
 	}

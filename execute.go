@@ -93,6 +93,9 @@ func nextAttempt(fr fold.Frame, exists bool) int64 {
 // runLive records STEP_STARTED, runs the effect through the boundary and
 // records its outcome.
 func (r *drive) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) (json.RawMessage, error) {
+	if r.verifying() {
+		r.reach(frontier{kind: frontierStep, id: t.ID})
+	}
 	fn, err := r.effectOf(t)
 	if err != nil {
 		return nil, err

@@ -102,6 +102,9 @@ func (rt *Runtime) evictSticky(ctx context.Context, id string) error {
 // (or a message delivery) answers it in place — the answer is then in the
 // folded state — or it is evicted, and unwinds.
 func (r *drive) parkSticky(p suspendPayload) {
+	if r.verifying() {
+		r.reach(frontier{kind: frontierPark, park: p})
+	}
 	r.mu.Lock()
 	if r.parked || r.cancelled || r.abortErr != nil {
 		r.mu.Unlock()

@@ -161,6 +161,9 @@ func validateGate(gate string) error {
 // Only the first park of a run records; a sibling that parks after it just
 // stops.
 func (r *drive) park(p suspendPayload) {
+	if r.verifying() {
+		r.reach(frontier{kind: frontierPark, park: p})
+	}
 	r.mu.Lock()
 	first := !r.parked && !r.cancelled && r.abortErr == nil
 	r.parked = r.parked || first

@@ -35,6 +35,7 @@ var knownImports = map[string]string{
 	"memstore":   "github.com/loom-kernel/loom/store/memstore",
 	"middleware": "github.com/loom-kernel/loom/middleware",
 	"postgres":   "github.com/loom-kernel/loom/plugins/postgres",
+	"replay":     "github.com/loom-kernel/loom/replay",
 	"schedule":   "github.com/loom-kernel/loom/schedule",
 	"sqlite":     "github.com/loom-kernel/loom/plugins/sqlite",
 	"store":      "github.com/loom-kernel/loom/store",
@@ -59,6 +60,7 @@ var knownImports = map[string]string{
 var guides = []string{
 	"docs/getting-started.md",
 	"docs/testing-your-flows.md",
+	"docs/changing-flows.md",
 	"docs/many-nodes.md",
 	"docs/operating.md",
 	"docs/production.md",

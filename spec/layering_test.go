@@ -12,8 +12,10 @@ const pluginsPrefix = modulePath + "/plugins/"
 
 // appPrefixes are applications, not kernel: they compose the kernel with
 // adapters, so they may import plugins/. bench/ is the whole-workload
-// harness that measures the kernel against a real store adapter.
-var appPrefixes = []string{modulePath + "/cmd/", modulePath + "/examples/", modulePath + "/bench/"}
+// harness that measures the kernel against a real store adapter; loomtest
+// is the testing kit, imported only by tests, whose environment runs on a
+// temporary SQLite file as well as on memory stores.
+var appPrefixes = []string{modulePath + "/cmd/", modulePath + "/examples/", modulePath + "/bench/", modulePath + "/loomtest"}
 
 func isPlugin(path string) bool {
 	return path == strings.TrimSuffix(pluginsPrefix, "/") || strings.HasPrefix(path, pluginsPrefix)

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(crashWriterEnv); path != "" {
 		crashWriter(path) // the child a test kills: it never returns
 	}
+	if variant := os.Getenv(checkProgramEnv); variant != "" {
+		checkProgram(variant) // the check program of deploy check: it never returns
+	}
 	dir, err := os.MkdirTemp("", "loom-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -57,8 +57,12 @@ type receipt struct {
 	Backorder bool   `json:"backorder,omitempty"`
 }
 
-func orderFlow() *loom.Flow {
-	quote := loom.NewStep("quote", func(_ context.Context, o order) (int, error) { return 7 * o.Qty, nil }, loom.ReadOnly())
+func orderFlow() *loom.Flow { return orderFlowWith("quote") }
+
+// orderFlowWith is orderFlow with its first step named quoteID: another
+// version of its code.
+func orderFlowWith(quoteID string) *loom.Flow {
+	quote := loom.NewStep(quoteID, func(_ context.Context, o order) (int, error) { return 7 * o.Qty, nil }, loom.ReadOnly())
 	stock := loom.NewStep("check-stock", func(_ context.Context, o order) (bool, error) {
 		if o.Item == "rare-tea" {
 			return false, loom.Fail("out-of-stock", map[string]any{"item": o.Item, "backorderDays": 3})

@@ -10,6 +10,7 @@ import (
 // Detector follows one re-run of a flow against the step ids of its log.
 type Detector struct {
 	expected []string       // logged step ids in creation order
+	seqs     []int64        // the creating sequence of each
 	index    map[string]int // position of each logged id
 	matched  []bool
 	next     int // first unmatched position
@@ -30,10 +31,11 @@ func New(s fold.State) *Detector {
 		}
 		return frames[i].StepID < frames[j].StepID
 	})
-	d := &Detector{expected: make([]string, len(frames)), index: make(map[string]int, len(frames)),
-		matched: make([]bool, len(frames))}
+	d := &Detector{expected: make([]string, len(frames)), seqs: make([]int64, len(frames)),
+		index: make(map[string]int, len(frames)), matched: make([]bool, len(frames))}
 	for i, fr := range frames {
 		d.expected[i] = fr.StepID
+		d.seqs[i] = fr.Seq
 		d.index[fr.StepID] = i
 	}
 	return d
@@ -88,6 +90,17 @@ func (d *Detector) Report(msg string) bool {
 	}
 	d.reported = true
 	return true
+}
+
+// Next returns the log's first step the re-run has not issued yet, with
+// the sequence that created it; ok is false once every logged step was
+// issued.
+func (d *Detector) Next() (id string, seq int64, ok bool) {
+	d.skipMatched()
+	if d.next >= len(d.expected) {
+		return "", 0, false
+	}
+	return d.expected[d.next], d.seqs[d.next], true
 }
 
 func (d *Detector) skipMatched() {

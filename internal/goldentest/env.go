@@ -42,6 +42,12 @@ func (e *Env) Also(flows ...*loom.Flow) {
 	e.also = append([]*loom.Flow(nil), flows...)
 }
 
+// Flows returns main and the flows Also registered: what a runtime of the
+// world registers.
+func (e *Env) Flows(main *loom.Flow) []*loom.Flow {
+	return append([]*loom.Flow{main}, e.extraFlows()...)
+}
+
 func (e *Env) extraFlows() []*loom.Flow {
 	e.mu.Lock()
 	defer e.mu.Unlock()
