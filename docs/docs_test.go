@@ -59,12 +59,14 @@ var knownImports = map[string]string{
 // guides are the pages of the guided tour, which the README links.
 var guides = []string{
 	"docs/getting-started.md",
+	"docs/testing.md",
 	"docs/testing-your-flows.md",
 	"docs/changing-flows.md",
 	"docs/many-nodes.md",
 	"docs/operating.md",
 	"docs/production.md",
 	"docs/agents.md",
+	"docs/evals.md",
 	"docs/protocols.md",
 	"docs/glossary.md",
 	"docs/internals.md",

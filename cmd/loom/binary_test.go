@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if variant := os.Getenv(checkProgramEnv); variant != "" {
 		checkProgram(variant) // the check program of deploy check: it never returns
 	}
+	if variant := os.Getenv(evalProgramEnv); variant != "" {
+		evalProgram(variant) // the eval program of loom eval --with: it never returns
+	}
 	dir, err := os.MkdirTemp("", "loom-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -71,7 +71,7 @@ compat), 4 not found, 5 refused or denied, 6 unsupported.`,
 		cmd.GroupID = "control"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{c.manifestCommand(), c.compatCommand(), c.deployCommand(), c.versionCommand()} {
+	for _, cmd := range []*cobra.Command{c.manifestCommand(), c.compatCommand(), c.deployCommand(), c.evalCommand(), c.versionCommand()} {
 		cmd.GroupID = "kernel"
 		root.AddCommand(cmd)
 	}

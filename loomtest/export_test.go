@@ -1,0 +1,7 @@
+package loomtest
+
+// Seams for the external tests: the record paths without the flags.
+var (
+	CheckGolden  = checkGolden
+	OpenCassette = openCassette
+)
