@@ -25,8 +25,8 @@ type Config struct {
 	// Storage wires every store a storage preset provides in one field:
 	// loom.Config{Storage: st} with st from plugins/sqlite.Storage,
 	// plugins/postgres.Storage or memstore.NewSet. It fills Events,
-	// Snapshots, Branches, Timers and Leases; a field also set by hand must
-	// be the same store (New refuses two).
+	// Snapshots, Branches, Timers, Leases and Archive; a field also set by
+	// hand must be the same store (New refuses two).
 	Storage store.Provider
 	// Events is the durable log. Required, here or through Storage.
 	Events store.EventStore
@@ -40,6 +40,10 @@ type Config struct {
 	// (Sleep, a gate Timeout, a Select timer, WithDeadline) is refused at the
 	// call with *NotConfiguredError.
 	Timers store.TimerStore
+	// Archive, when set, keeps the events Compact moves out of the logs
+	// (store.ArchiveStore; a storage preset provides one). Replay, resume
+	// and reads never look at it; ReadArchived does.
+	Archive store.ArchiveStore
 	// TimerPoll is how often the background poller looks for due timers
 	// (default 1s; negative: no background poller, call FireDueTimers).
 	TimerPoll time.Duration
@@ -273,7 +277,7 @@ func (c *Config) wireStorage() error {
 		name        string
 		set, preset any
 	}{{"Events", c.Events, s.Events}, {"Snapshots", c.Snapshots, s.Snapshots}, {"Branches", c.Branches, s.Branches},
-		{"Timers", c.Timers, s.Timers}, {"Leases", c.Leases, s.Leases}} {
+		{"Timers", c.Timers, s.Timers}, {"Leases", c.Leases, s.Leases}, {"Archive", c.Archive, s.Archive}} {
 		if err := pick(f.name, nilIfNil(f.set), nilIfNil(f.preset)); err != nil {
 			return err
 		}
@@ -292,6 +296,9 @@ func (c *Config) wireStorage() error {
 	}
 	if c.Leases == nil {
 		c.Leases = s.Leases
+	}
+	if c.Archive == nil {
+		c.Archive = s.Archive
 	}
 	return nil
 }

@@ -56,6 +56,10 @@ func (rt *Runtime) Fork(ctx context.Context, id string, at int64, opts ...ForkOp
 	if at < 0 || src.Sequence != at {
 		return "", fmt.Errorf("loom: fork of %q at %d: the log ends at %d", id, at, src.Sequence)
 	}
+	if through := rt.trimPoint(ctx, id); through > 0 && at <= through {
+		// The prefix to copy is in the archive: a fork is a log of its own.
+		return "", &CompactedHistoryError{ExecutionID: id, Through: through, At: at}
+	}
 	head, err := store.ReadRange(ctx, rt.cfg.Events, id, 0, 1)
 	if err != nil || len(head) == 0 {
 		return "", fmt.Errorf("%w: %q", ErrExecutionNotFound, id)

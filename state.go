@@ -2,6 +2,7 @@ package loom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -21,8 +22,22 @@ type loaded struct {
 
 // load folds an execution from its latest usable snapshot and the tail of
 // its log. A snapshot that is unreadable, or ahead of the log, is ignored:
-// the log is always authoritative.
+// the log is always authoritative. A compacted execution whose compaction
+// snapshot does not load is refused with *CompactedHistoryError; a gap met
+// while a concurrent Compact moved the tail's start is read again once.
 func (rt *Runtime) load(ctx context.Context, id string) (loaded, error) {
+	l, err := rt.loadOnce(ctx, id)
+	var gap *fold.SequenceGapError
+	if errors.As(err, &gap) {
+		l, err = rt.loadOnce(ctx, id) // a newer compaction snapshot may be there now
+	}
+	if err != nil {
+		return loaded{}, rt.compacted(ctx, id, -1, err)
+	}
+	return l, nil
+}
+
+func (rt *Runtime) loadOnce(ctx context.Context, id string) (loaded, error) {
 	base, from := fold.Initial(), int64(0)
 	if rt.cfg.Snapshots != nil {
 		snap, ok, err := rt.cfg.Snapshots.LoadLatest(ctx, id)
@@ -118,6 +133,16 @@ func (rt *Runtime) LoadStateAt(ctx context.Context, id string, at int64) (fold.S
 	if err := rt.authorize(ctx, "query", id, "", true); err != nil {
 		return fold.State{}, err
 	}
+	st, err := rt.loadStateAt(ctx, id, at)
+	if err != nil {
+		return fold.State{}, rt.compacted(ctx, id, at, err)
+	}
+	return st, nil
+}
+
+// loadStateAt is LoadStateAt's read: the snapshot at or below at, and the
+// events after it up to at.
+func (rt *Runtime) loadStateAt(ctx context.Context, id string, at int64) (fold.State, error) {
 	base, from := fold.Initial(), int64(0)
 	if rt.cfg.Snapshots != nil {
 		snap, ok, err := rt.cfg.Snapshots.LoadAt(ctx, id, at)
@@ -144,7 +169,14 @@ func (rt *Runtime) LoadStateAt(ctx context.Context, id string, at int64) (fold.S
 	if from == 0 && len(evs) == 0 {
 		return fold.State{}, fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
 	}
-	return foldTail(base, evs)
+	st, err := foldTail(base, evs)
+	if err == nil && st.Sequence < at {
+		// Short of at: the log's end, or events compaction moved out.
+		if through := rt.trimPoint(ctx, id); through > st.Sequence {
+			return fold.State{}, &CompactedHistoryError{ExecutionID: id, Through: through, At: at}
+		}
+	}
+	return st, err
 }
 
 // foldTail folds the events read after st, refusing a gap with

@@ -14,6 +14,8 @@ type Set struct {
 	Content   ContentStore
 	// Queues is the durable start queue dispatch.Queue claims from.
 	Queues QueueStore
+	// Archive keeps the events compaction moves out of the logs.
+	Archive ArchiveStore
 }
 
 // Provider hands over a Set: a preset's result plugs into loom.Config

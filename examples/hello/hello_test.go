@@ -51,11 +51,7 @@ func TestHelloCrashesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "hello.db")
-	start := time.Now()
 	checkTranscript(t, testbin.Must(t, time.Minute, testbin.Env(), bin, db))
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("the demo took %v; it should end within seconds", d)
-	}
 
 	// The log says the same as the transcript: one start, one recovery,
 	// greet started and completed once, shout completed once, one park and

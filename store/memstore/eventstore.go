@@ -47,8 +47,14 @@ func WithLimits(l event.Limits) Option {
 // they are appended, so CopyPrefix may share their payload and metadata.
 type execLog struct {
 	workflowID string
-	events     []event.Envelope
+	events     []event.Envelope // indexed by sequence
+	// trimmed is the trim point (TrimThrough): the slots 1..trimmed hold
+	// zero envelopes, skipped by reads. 0 when nothing was trimmed.
+	trimmed int64
 }
+
+// inTrimmed says sequence seq was trimmed from log.
+func (l *execLog) inTrimmed(seq int64) bool { return seq >= 1 && seq <= l.trimmed }
 
 // EventStore is the in-memory store.EventStore. Its zero value is not usable;
 // build one with NewEventStore. It is safe for concurrent use.
@@ -195,8 +201,10 @@ func (s *EventStore) readRange(ctx context.Context, executionID string, from, to
 		return nil, nil
 	}
 	out := make([]event.Envelope, 0, to-from)
-	for _, e := range log.events[from:to] {
-		out = append(out, cloneEnvelope(e))
+	for i, e := range log.events[from:to] {
+		if !log.inTrimmed(from + int64(i)) {
+			out = append(out, cloneEnvelope(e))
+		}
 	}
 	return out, nil
 }

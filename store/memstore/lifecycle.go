@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
@@ -45,6 +46,10 @@ func (s *EventStore) copyLocked(from, to string, through int64) error {
 	if src == nil || int64(len(src.events)) <= through {
 		return &store.InvalidAppendError{Index: -1, Reason: "source execution holds fewer than through+1 events"}
 	}
+	if src.inTrimmed(through) {
+		return &store.InvalidAppendError{Index: -1, Reason: "the source's events through #" + strconv.FormatInt(src.trimmed, 10) +
+			" were trimmed (compacted): copy through a later sequence"}
+	}
 	if dst := s.logs[to]; dst != nil && len(dst.events) > 0 {
 		return &store.SequenceConflictError{ExecutionID: to, Expected: 0, Actual: int64(len(dst.events))}
 	}
@@ -53,7 +58,7 @@ func (s *EventStore) copyLocked(from, to string, through int64) error {
 		e.ExecutionID = to
 		copied[i] = e
 	}
-	log := &execLog{workflowID: src.workflowID, events: copied}
+	log := &execLog{workflowID: src.workflowID, events: copied, trimmed: src.trimmed}
 	s.logs[to] = log
 	s.index.add(to)
 	if !store.IsInboxStream(to) {
@@ -119,4 +124,48 @@ func (s *EventStore) AppendFenced(ctx context.Context, executionID string, token
 		return nil
 	}
 	return s.appendChecked(ctx, executionID, expected, events, fence)
+}
+
+// TrimThrough implements store.PrefixTrimmer: the events 1..through of
+// executionID are dropped (their slots emptied), atomically under the
+// write lock; the start event and the last one stay (store.ValidateTrim).
+func (s *EventStore) TrimThrough(ctx context.Context, executionID string, through int64) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	log := s.logs[executionID]
+	var length, trimmed int64
+	if log != nil {
+		length, trimmed = int64(len(log.events)), log.trimmed
+	}
+	more, err := store.ValidateTrim(executionID, through, length, trimmed)
+	if err != nil || !more {
+		return err
+	}
+	for seq := trimmed + 1; seq <= through; seq++ {
+		log.events[seq] = event.Envelope{} // free the payload
+	}
+	log.trimmed = through
+	return nil
+}
+
+// TrimmedThrough implements store.PrefixTrimmer.
+func (s *EventStore) TrimmedThrough(ctx context.Context, executionID string) (int64, error) {
+	if err := s.usable(ctx); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return 0, store.ErrClosed
+	}
+	if log := s.logs[executionID]; log != nil {
+		return log.trimmed, nil
+	}
+	return 0, nil
 }

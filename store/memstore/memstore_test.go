@@ -325,3 +325,15 @@ func TestListExecutionsWhileCreating(t *testing.T) {
 		t.Fatalf("final listing: %d executions, next %q, %v; want 1500, \"\", nil", len(page.Executions), page.Next, err)
 	}
 }
+
+func TestArchiveStoreConformance(t *testing.T) {
+	storetest.RunArchiveStore(t, storetest.ArchiveStoreFactory{
+		New: func(*testing.T) store.ArchiveStore { return memstore.NewArchiveStore() },
+	})
+}
+
+func TestPrefixTrimmerConformance(t *testing.T) {
+	storetest.RunPrefixTrimmer(t, storetest.EventStoreFactory{
+		New: func(*testing.T) store.EventStore { return memstore.NewEventStore() },
+	})
+}

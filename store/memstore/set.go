@@ -7,5 +7,6 @@ import "github.com/loom-kernel/loom/store"
 // memory, for tests and examples. Nothing survives the process.
 func NewSet() store.Set {
 	return store.Set{Events: NewEventStore(), Snapshots: NewSnapshotStore(), Branches: NewBranchRegistry(),
-		Timers: NewTimerStore(), Leases: NewLeaseStore(), Content: NewContentStore(), Queues: NewQueueStore()}
+		Timers: NewTimerStore(), Leases: NewLeaseStore(), Content: NewContentStore(), Queues: NewQueueStore(),
+		Archive: NewArchiveStore()}
 }

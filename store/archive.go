@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/loom-kernel/loom/event"
+)
+
+// Log lifecycle: compaction moves an execution's settled history out of
+// its log into an archive. The log keeps its start event (sequence 0: the
+// execution's birth record — flow, tenant, trace, pins) and every event
+// after the compaction point; the kernel keeps a snapshot at that point, so
+// a load (snapshot + tail) never needs what was moved. Replay, resume and
+// ReadRange never read the archive; ReadArchived is the explicit audit read.
+
+// Versions of the lifecycle SPIs.
+const (
+	ArchiveStoreSPIVersion  = "1.0.0"
+	PrefixTrimmerSPIVersion = "1.0.0"
+)
+
+// ArchiveStore keeps the events compaction moved out of logs. Archive is
+// idempotent, so a compaction a crash interrupted is simply run again.
+type ArchiveStore interface {
+	// Archive stores events of executionID: one execution's, in ascending
+	// sequence order, contiguous. An event already archived at its
+	// sequence with the same canonical bytes is skipped; a different one
+	// refuses the whole batch with *ArchiveConflictError, and a batch
+	// that is not one execution's contiguous run with
+	// *InvalidAppendError, writing nothing. An empty batch is a no-op.
+	Archive(ctx context.Context, executionID string, events []event.Envelope) error
+	// ReadArchived returns the archived events of executionID with
+	// from <= sequence < to (to < 0: to the end), ascending; an unknown
+	// execution yields none.
+	ReadArchived(ctx context.Context, executionID string, from, to int64) ([]event.Envelope, error)
+}
+
+// PrefixTrimmer is an optional EventStore capability: dropping a log's
+// settled history once it is archived.
+type PrefixTrimmer interface {
+	// TrimThrough removes the events of executionID with
+	// 1 <= sequence <= through, atomically. The start event (sequence 0)
+	// and the last event stay: the log's length is unchanged, appends go
+	// on at it, and ReadFrom and ReadRange skip the removed range. A
+	// through at or below the current trim point is a no-op; a through
+	// below 1, or at or past the log's last event, or an unknown
+	// execution, is refused with *TrimError, removing nothing.
+	TrimThrough(ctx context.Context, executionID string, through int64) error
+	// TrimmedThrough returns the log's trim point: the highest sequence
+	// removed, 0 when nothing was (or for an unknown execution).
+	TrimmedThrough(ctx context.Context, executionID string) (int64, error)
+}
+
+// TrimError is TrimThrough's refusal; nothing was removed.
+type TrimError struct {
+	ExecutionID string
+	Through     int64
+	Reason      string
+}
+
+func (e *TrimError) Error() string {
+	return "store: cannot trim " + strconv.Quote(e.ExecutionID) + " through #" + strconv.FormatInt(e.Through, 10) + ": " + e.Reason
+}
+
+// ArchiveConflictError refuses an Archive batch holding an event that
+// differs from the one archived at its sequence; nothing was written.
+type ArchiveConflictError struct {
+	ExecutionID string
+	Sequence    int64
+}
+
+func (e *ArchiveConflictError) Error() string {
+	return fmt.Sprintf("store: the archive of %q already holds another event at #%d: an archived event is never replaced", e.ExecutionID, e.Sequence)
+}
+
+// ValidateArchive checks an Archive batch: one execution's events, valid
+// envelopes, contiguous ascending sequences. Implementations call it
+// before writing anything.
+func ValidateArchive(executionID string, events []event.Envelope, lim event.Limits) error {
+	for i, e := range events {
+		if err := event.Validate(e, lim); err != nil {
+			return &InvalidAppendError{Index: i, Reason: "invalid envelope", Err: err}
+		}
+		if e.ExecutionID != executionID {
+			return &InvalidAppendError{Index: i, Reason: "envelope of another execution"}
+		}
+		if i > 0 && e.Sequence != events[i-1].Sequence+1 {
+			return &InvalidAppendError{Index: i, Reason: "sequences are not contiguous"}
+		}
+	}
+	return nil
+}
+
+// SameArchived says two envelopes are the same archived event: their
+// canonical encodings are equal.
+func SameArchived(a, b event.Envelope) bool {
+	ea, errA := event.Encode(a)
+	eb, errB := event.Encode(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	ca, errA := event.Canonical(ea)
+	cb, errB := event.Canonical(eb)
+	return errA == nil && errB == nil && string(ca) == string(cb)
+}
+
+// ValidateTrim checks a TrimThrough request against the log's length and
+// its current trim point; it returns whether there is anything to do.
+func ValidateTrim(executionID string, through, length, trimmed int64) (bool, error) {
+	switch {
+	case length == 0:
+		return false, &TrimError{ExecutionID: executionID, Through: through, Reason: "no such execution"}
+	case through < 1:
+		return false, &TrimError{ExecutionID: executionID, Through: through, Reason: "the start event (#0) is never trimmed: trim through #1 or later"}
+	case through >= length-1:
+		return false, &TrimError{ExecutionID: executionID, Through: through,
+			Reason: "the log's last event is #" + strconv.FormatInt(length-1, 10) + " and it always stays: trim through an earlier one"}
+	}
+	return through > trimmed, nil
+}
