@@ -65,6 +65,7 @@ var guides = []string{
 	"docs/many-nodes.md",
 	"docs/operating.md",
 	"docs/production.md",
+	"docs/lifecycle.md",
 	"docs/agents.md",
 	"docs/evals.md",
 	"docs/protocols.md",
