@@ -40,6 +40,11 @@ type Options struct {
 	// Progress, when set, is called after each execution checked with the
 	// count so far and the total.
 	Progress func(done, total int)
+	// Archive, when set, is where compaction moved the logs' settled
+	// history (loom.Config.Archive): a compacted execution is checked on
+	// its whole history. Without it a compacted execution is reported
+	// unreadable, saying so.
+	Archive store.ArchiveStore
 }
 
 // Report is Check's answer: one loom.ReplayReport per execution checked,
@@ -128,16 +133,23 @@ func Check(ctx context.Context, src store.EventStore, cfg loom.Config, opts Opti
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				log, err := store.Read(ctx, src, ids[i])
+				log, err := History(ctx, src, opts.Archive, ids[i])
 				mu.Lock()
-				if err != nil && firstErr == nil {
+				var ce *CompactedError
+				compacted := errors.As(err, &ce)
+				if err != nil && !compacted && firstErr == nil {
 					firstErr = fmt.Errorf("replay: reading execution %q: %w", ids[i], err)
 				}
 				mu.Unlock()
-				if err != nil {
+				if err != nil && !compacted {
 					continue
 				}
-				r := rt.CheckReplay(ctx, log)
+				var r loom.ReplayReport
+				if compacted {
+					r = loom.ReplayReport{ExecutionID: ids[i], Status: "unknown", Verdict: loom.ReplayUnreadable, Detail: ce.Error()}
+				} else {
+					r = rt.CheckReplay(ctx, log)
+				}
 				if r.ExecutionID == "" {
 					r.ExecutionID = ids[i]
 				}
@@ -327,3 +339,41 @@ func sortedKeys(m map[string]bool) []string {
 // listPage is the page size Check lists with (stores cap it at their own
 // maximum).
 const listPage = 1000
+
+// CompactedError says an execution's log was compacted and History was
+// given no archive to read the moved events from.
+type CompactedError struct {
+	ExecutionID string
+	Through     int64
+}
+
+func (e *CompactedError) Error() string {
+	return fmt.Sprintf("replay: %q is compacted through #%d and no archive was given: pass the app's archive (Options.Archive) to check its whole history", e.ExecutionID, e.Through)
+}
+
+// History reads an execution's whole history: its log, and for a
+// compacted one (its log jumps from #0 to a later sequence) the events
+// compaction moved into archive, in sequence order. A compacted log with
+// no archive is a *CompactedError; an archive missing some of the moved
+// events, an error naming them.
+func History(ctx context.Context, events store.EventStore, archive store.ArchiveStore, id string) ([]event.Envelope, error) {
+	log, err := store.Read(ctx, events, id)
+	if err != nil || len(log) < 2 || log[1].Sequence == 1 {
+		return log, err
+	}
+	through := log[1].Sequence - 1
+	if archive == nil {
+		return nil, &CompactedError{ExecutionID: id, Through: through}
+	}
+	moved, err := archive.ReadArchived(ctx, id, 1, through+1)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(moved)) != through {
+		return nil, fmt.Errorf("replay: the archive holds %d of the %d events #1..#%d compaction moved out of %q", len(moved), through, through, id)
+	}
+	out := make([]event.Envelope, 0, len(log)+len(moved))
+	out = append(out, log[0])
+	out = append(out, moved...)
+	return append(out, log[1:]...), nil
+}

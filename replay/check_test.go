@@ -202,3 +202,35 @@ func TestCheckRefusesWhatItCannotCheck(t *testing.T) {
 		t.Fatalf("no candidate registers the flow: %+v %v", rep, err)
 	}
 }
+
+// A compacted execution is checked on its whole history when the archive
+// is given, and reported unreadable — saying why — when it is not.
+func TestCheckReadsACompactedExecutionsHistoryFromTheArchive(t *testing.T) {
+	ctx := context.Background()
+	set := memstore.NewSet()
+	populate(t, loom.Config{Storage: set}, 1, 0, "a", "b", "c")
+	var runs atomic.Int64
+	rt, err := loom.New(loom.Config{Storage: set, Flows: []*loom.Flow{orderFlow(&runs, "a", "b", "c")}, Recovery: loom.Recovery{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Compact(ctx, "p-0", 4); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	rep, err := replay.Check(ctx, set.Events, candidate(&runs, "a", "b", "c"), replay.Options{Archive: set.Archive})
+	if err != nil || !rep.OK() || rep.Checked != 1 {
+		t.Fatalf("with the archive: %+v %v", rep, err)
+	}
+	rep, err = replay.Check(ctx, set.Events, candidate(&runs, "a", "b2", "c"), replay.Options{Archive: set.Archive})
+	if err != nil || rep.ByVerdict[loom.ReplayDiverged] != 1 {
+		t.Fatalf("a renamed step inside the compacted history: %+v %v", rep, err)
+	}
+	rep, err = replay.Check(ctx, set.Events, candidate(&runs, "a", "b", "c"), replay.Options{})
+	if err != nil || rep.ByVerdict[loom.ReplayUnreadable] != 1 || !strings.Contains(rep.Executions[0].Detail, "Options.Archive") {
+		t.Fatalf("without the archive: %+v %v", rep, err)
+	}
+	if runs.Load() != 0 {
+		t.Fatal("a step ran")
+	}
+}
