@@ -98,7 +98,13 @@ func (s Source) StateAt(ctx context.Context, id string, at int64) (fold.State, e
 	if from == 0 && len(tail) == 0 {
 		return fold.State{}, fmt.Errorf("%w: %q", loom.ErrExecutionNotFound, id)
 	}
-	st := fold.FoldFrom(base, tail)
+	// Checked: a log with a hole (events compaction moved into the
+	// archive, with no snapshot standing for them here) is refused, never
+	// folded into a state nobody recorded.
+	st, err := fold.FoldChecked(base, tail)
+	if err != nil {
+		return fold.State{}, fmt.Errorf("inspect: %q: %w (a compacted execution is read with its compaction snapshot)", id, err)
+	}
 	if at >= 0 && st.Sequence < at {
 		return fold.State{}, &SequenceError{ExecutionID: id, At: at, Last: st.Sequence}
 	}

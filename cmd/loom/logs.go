@@ -81,6 +81,18 @@ func (c *cli) logs(s *openedStore, id string, from int64, follow, internal bool)
 	p := &logPrinter{c: c, internal: internal, folder: fold.NewFolder(base)}
 	next := base.Sequence + 1
 	for _, e := range evs {
+		if e.Sequence > next {
+			// Compaction moved #next..#e.Sequence-1 into the archive: say
+			// so, and go on from the state its snapshot holds.
+			if !c.json {
+				fmt.Fprintf(c.stdout, "… #%d–#%d compacted (in the archive)\n", next, e.Sequence-1)
+			}
+			st, err := s.StateAt(c.ctx, id, e.Sequence-1)
+			if err != nil {
+				return c.explain(s, id, err)
+			}
+			p.folder = fold.NewFolder(st)
+		}
 		if err := p.print(e); err != nil {
 			return err
 		}
