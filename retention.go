@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -69,6 +71,18 @@ func ParseRetentionPolicy(data []byte) (RetentionPolicy, error) {
 		TerminalTTL          *string `json:"terminalTtl"`
 		KeepSnapshots        *int    `json:"keepSnapshots"`
 		ContentUnpinnedAfter *string `json:"contentUnpinnedAfter"`
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return RetentionPolicy{}, &RetentionPolicyError{Member: "(file)", Reason: "not a JSON object: " + err.Error()}
+	}
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		switch name {
+		case "terminalTtl", "keepSnapshots", "contentUnpinnedAfter":
+		default:
+			return RetentionPolicy{}, &RetentionPolicyError{Member: strconv.Quote(name),
+				Reason: "unknown member (names are matched exactly): the members are terminalTtl, keepSnapshots, contentUnpinnedAfter"}
+		}
 	}
 	if err := event.UnmarshalExactKnown(data, &raw); err != nil {
 		return RetentionPolicy{}, &RetentionPolicyError{Member: "(file)",

@@ -23,8 +23,8 @@ func TestParseRetentionPolicyIsStrict(t *testing.T) {
 		t.Fatalf("the empty policy: %+v %v", p, err)
 	}
 	for _, c := range []struct{ in, member string }{
-		{`{"terminalTTL":"1h"}`, "(file)"}, // names are matched exactly
-		{`{"ttl":"1h"}`, "(file)"},
+		{`{"terminalTTL":"1h"}`, `"terminalTTL"`}, // names are matched exactly
+		{`{"ttl":"1h"}`, `"ttl"`},
 		{`{"terminalTtl":"-1h"}`, "terminalTtl"},
 		{`{"terminalTtl":"a month"}`, "terminalTtl"},
 		{`{"keepSnapshots":-1}`, "keepSnapshots"},

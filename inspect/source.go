@@ -88,7 +88,7 @@ func (s Source) StateAt(ctx context.Context, id string, at int64) (fold.State, e
 		if err != nil {
 			return fold.State{}, err
 		}
-		if len(have) != 1 {
+		if len(have) != 1 && !compactedAt(ctx, s.Events, id, from-1) {
 			base, from = fold.Initial(), 0
 			if tail, err = s.read(ctx, id, 0, at); err != nil {
 				return fold.State{}, err
@@ -153,4 +153,16 @@ func PollingFollow(events store.EventStore, interval time.Duration) FollowFunc {
 		}
 		return store.Follow(ctx, read, tick, max(from, 0)), nil
 	}
+}
+
+// compactedAt says the event at seq was moved out of id's log by
+// compaction (a snapshot there stands for it, and is no snapshot ahead of
+// its log).
+func compactedAt(ctx context.Context, events store.EventStore, id string, seq int64) bool {
+	tr, ok := events.(store.PrefixTrimmer)
+	if !ok {
+		return false
+	}
+	through, err := tr.TrimmedThrough(ctx, id)
+	return err == nil && seq >= 1 && seq <= through
 }
