@@ -29,7 +29,8 @@ func (c *cli) rootCommand() *cobra.Command {
 		Short: "Lenses on Loom's event logs, control of a running app, and a web inspector",
 		Long: `loom reads a Loom store (--store: a SQLite file, or a PostgreSQL URL such as
 postgres://user@host/db?loom_schema=loom) without writing to it, and talks to
-a running app through its wire ABI (--addr, --token).
+a running app through its wire ABI (--addr, --token). Only compact and
+retention write to a store.
 
 With --json every command prints JSON on stdout, errors included: an object
 {code, message, data?, exitStatus} whose code is the app's JSON-RPC error
@@ -60,15 +61,20 @@ compat), 4 not found, 5 refused or denied, 6 unsupported.`,
 	})
 	root.AddGroup(&cobra.Group{ID: "read", Title: "Read a store (read-only):"},
 		&cobra.Group{ID: "control", Title: "Control a running app (wire ABI):"},
+		&cobra.Group{ID: "manage", Title: "Manage a store (writes):"},
 		&cobra.Group{ID: "kernel", Title: "Kernel contract:"})
 	for _, cmd := range []*cobra.Command{c.lsCommand(), c.logsCommand(), c.stateCommand(), c.diffCommand(),
-		c.replayCheckCommand(), c.inspectCommand()} {
+		c.replayCheckCommand(), c.inspectCommand(), c.auditCommand()} {
 		cmd.GroupID = "read"
 		root.AddCommand(cmd)
 	}
 	for _, cmd := range []*cobra.Command{c.handshakeCommand(), c.startCommand(), c.resumeCommand(), c.gateCommand(),
 		c.resolveCommand(), c.cancelCommand(), c.forkCommand()} {
 		cmd.GroupID = "control"
+		root.AddCommand(cmd)
+	}
+	for _, cmd := range []*cobra.Command{c.compactCommand(), c.retentionCommand()} {
+		cmd.GroupID = "manage"
 		root.AddCommand(cmd)
 	}
 	for _, cmd := range []*cobra.Command{c.manifestCommand(), c.compatCommand(), c.deployCommand(), c.evalCommand(), c.versionCommand()} {

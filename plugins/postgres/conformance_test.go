@@ -137,3 +137,28 @@ func openEventStore(t *testing.T, schema string, edit ...func(*Options)) store.E
 	}
 	return s
 }
+
+func TestArchiveStoreConformance(t *testing.T) {
+	open := func(t *testing.T, schema string) store.ArchiveStore {
+		a, err := OpenArchiveStore(context.Background(), testOptions(t, schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	storetest.RunArchiveStore(t, storetest.ArchiveStoreFactory{
+		New: func(t *testing.T) store.ArchiveStore { return open(t, newSchema(t)) },
+		Reopen: func(t *testing.T, closed store.ArchiveStore) store.ArchiveStore {
+			return open(t, closed.(*ArchiveStore).Schema())
+		},
+	})
+}
+
+func TestPrefixTrimmerConformance(t *testing.T) {
+	storetest.RunPrefixTrimmer(t, storetest.EventStoreFactory{
+		New: func(t *testing.T) store.EventStore { return openEventStore(t, newSchema(t)) },
+		Reopen: func(t *testing.T, closed store.EventStore) store.EventStore {
+			return openEventStore(t, closed.(*EventStore).Schema())
+		},
+	})
+}

@@ -16,8 +16,8 @@ import (
 // DB is one schema of a PostgreSQL database: a connection pool (owned or
 // borrowed), the group-commit writer of appends, and the LISTEN connection
 // that wakes subscribers. The stores it hands out (EventStore,
-// SnapshotStore, BranchRegistry, TimerStore, LeaseStore, ContentStore) are
-// views that share it.
+// SnapshotStore, BranchRegistry, TimerStore, LeaseStore, ContentStore,
+// QueueStore, ArchiveStore) are views that share it.
 //
 // Ownership: a DB opened on Options.DSN owns its pool and closes it; one
 // opened on Options.Pool borrows it and never closes it. Closing a view only
@@ -140,6 +140,10 @@ func (db *DB) ContentStore() *ContentStore { return &ContentStore{view: view{db:
 
 // LeaseStore returns a view of the leases. Closing it does not close db.
 func (db *DB) LeaseStore() *LeaseStore { return &LeaseStore{view: view{db: db}} }
+
+// ArchiveStore returns a view of the archive of compacted events. Closing
+// it does not close db.
+func (db *DB) ArchiveStore() *ArchiveStore { return &ArchiveStore{view: view{db: db}} }
 
 // WriteStats counts the appends this DB committed since Open.
 type WriteStats struct {

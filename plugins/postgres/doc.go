@@ -82,6 +82,13 @@
 // unfinished executions, not of all. Migrating a schema from an older
 // release fills the table from each log's last status-moving event, in SQL.
 //
+// Compaction (migration 10) moves settled events into the archive table
+// (ArchiveStore: one transaction of INSERT … ON CONFLICT DO NOTHING, then a
+// comparison with the rows held) and EventStore.TrimThrough deletes them
+// from the log under the execution row's lock, recording the trim point in
+// that row; the row's length, and so every append's condition, is
+// unchanged.
+//
 // # Group commit
 //
 // Concurrent appends from many executions share transactions: a caller

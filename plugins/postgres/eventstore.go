@@ -20,8 +20,9 @@ const (
 
 // EventStore is the event log of a DB. It implements store.EventStore and
 // every optional capability: store.RangeReader, store.Subscriber,
-// store.PrefixCopier, store.ExecutionDeleter, store.Fencer and
-// store.StatusIndex (kept by the append statement itself).
+// store.PrefixCopier, store.ExecutionDeleter, store.Fencer,
+// store.StatusIndex (kept by the append statement itself) and
+// store.PrefixTrimmer (see TrimThrough).
 //
 // Appends go through the DB's group-commit writer: an Append returns only
 // after the transaction holding its events has committed (durable, with
@@ -44,6 +45,7 @@ var (
 	_ store.ExecutionDeleter = (*EventStore)(nil)
 	_ store.Fencer           = (*EventStore)(nil)
 	_ store.StatusIndex      = (*EventStore)(nil)
+	_ store.PrefixTrimmer    = (*EventStore)(nil)
 )
 
 // Append implements store.EventStore. The batch is checked by
@@ -122,6 +124,16 @@ func (s *EventStore) ReadRange(ctx context.Context, executionID string, from, to
 
 // scanEvents reads rows of eventCols and closes them.
 func (s *EventStore) scanEvents(executionID string, rows pgx.Rows) ([]event.Envelope, error) {
+	out, err := scanEventRows(executionID, rows)
+	if err != nil {
+		return nil, s.readErr("read events", err)
+	}
+	return out, nil
+}
+
+// scanEventRows reads rows of eventCols of executionID, from the events or
+// the archive table, and closes them.
+func scanEventRows(executionID string, rows pgx.Rows) ([]event.Envelope, error) {
 	var out []event.Envelope
 	var e event.Envelope
 	var payload []byte
@@ -142,7 +154,7 @@ func (s *EventStore) scanEvents(executionID string, rows pgx.Rows) ([]event.Enve
 			return nil
 		})
 	if err != nil {
-		return nil, s.readErr("read events", err)
+		return nil, err
 	}
 	return out, nil
 }

@@ -18,11 +18,15 @@ import (
 // to's subscribers on commit. It refuses with *store.InvalidAppendError for
 // a bad target id, a negative through or a source holding fewer than
 // through+1 events, then with *store.SequenceConflictError when to already
-// has events; a refusal copies nothing. The source row is share-locked for
-// the copy, so a concurrent DeleteExecution of from waits for it. In the
-// same transaction the copy gets the status index entry of its prefix
-// (read from the prefix's status events, last first), and the continued
-// executions waiting for to as their successor are handed over.
+// has events; a refusal copies nothing. A source trimmed through sequence
+// T (TrimThrough) has no events 1..T to copy: a through in 1..T is refused
+// with *store.InvalidAppendError too, and a later one copies #0 and
+// T+1..through, the copy getting trim point T. The source row is
+// share-locked for the copy, so a concurrent DeleteExecution or
+// TrimThrough of from waits for it. In the same transaction the copy gets
+// the status index entry of its prefix (read from the prefix's status
+// events that remain, last first), and the continued executions waiting
+// for to as their successor are handed over.
 func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through int64) error {
 	if err := s.check(); err != nil {
 		return err
@@ -51,16 +55,23 @@ func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through in
 }
 
 func (s *EventStore) copyPrefix(ctx context.Context, tx pgx.Tx, from, to string, through int64, short error) error {
-	var fromLen int64
+	var fromLen, trimmed int64
 	var workflowID string
-	err := tx.QueryRow(ctx, s.db.q.copyPrefixSource, from).Scan(&fromLen, &workflowID)
+	err := tx.QueryRow(ctx, s.db.q.copyPrefixSource, from).Scan(&fromLen, &workflowID, &trimmed)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
 	if fromLen < through+1 {
 		return short
 	}
-	tag, err := tx.Exec(ctx, s.db.q.copyPrefixClaim, to, workflowID, through+1)
+	if through >= 1 && through <= trimmed {
+		return &store.InvalidAppendError{Index: -1, Reason: fmt.Sprintf(
+			"the source's events through #%d were trimmed (compacted): copy through a later sequence", trimmed)}
+	}
+	if through < trimmed {
+		trimmed = 0 // through 0: only the start event, nothing trimmed before it
+	}
+	tag, err := tx.Exec(ctx, s.db.q.copyPrefixClaim, to, workflowID, through+1, trimmed)
 	if err != nil {
 		return err
 	}
@@ -75,8 +86,8 @@ func (s *EventStore) copyPrefix(ctx context.Context, tx pgx.Tx, from, to string,
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() != through+1 {
-		return fmt.Errorf("postgres: copy prefix of %q: copied %d events, the log says %d", from, tag.RowsAffected(), through+1)
+	if want := through + 1 - trimmed; tag.RowsAffected() != want {
+		return fmt.Errorf("postgres: copy prefix of %q: copied %d events, the log says %d", from, tag.RowsAffected(), want)
 	}
 	if !store.IsInboxStream(to) {
 		change, err := s.prefixStatus(ctx, tx, to, through)
@@ -95,7 +106,7 @@ func (s *EventStore) copyPrefix(ctx context.Context, tx pgx.Tx, from, to string,
 // removes every event of executionID, its listing entry and its status
 // index entry, and lists again the continued executions whose successor it
 // was. Deleting an unknown execution is not an error. The execution's row
-// stays at length 0 with its fence, so a token acquired later is still
+// stays at length 0 with its fence (and trim point 0), so a token acquired later is still
 // greater than every earlier one, and an append at 0 starts the log again. An append in flight
 // on the execution either commits before the delete (and is deleted) or
 // after it (and is refused, unless it expected 0).

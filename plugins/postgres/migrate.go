@@ -204,6 +204,27 @@ var schemaMigrations = []migration{
 		// unclaimed. Put clears both; a claim past its expiry is free.
 		`ALTER TABLE {s}.timers ADD COLUMN claim_owner text, ADD COLUMN claim_expires_at bigint`,
 	}},
+	{10, "log compaction", []string{
+		// A log's trim point (store.PrefixTrimmer): its events 1..trimmed
+		// were removed. Only TrimThrough and CopyPrefix write it (appends
+		// never do), under the row lock; a deleted log's row goes back to
+		// 0. A constant default: adding it rewrites no row.
+		`ALTER TABLE {s}.executions ADD COLUMN trimmed bigint NOT NULL DEFAULT 0 CHECK (trimmed >= 0)`,
+		// The events compaction moved out of the logs (store.ArchiveStore):
+		// the events table's columns, one row per (execution, sequence),
+		// written once and never replaced.
+		`CREATE TABLE {s}.archive (
+			execution_id text COLLATE "C" NOT NULL,
+			sequence     bigint NOT NULL,
+			id           text NOT NULL,
+			workflow_id  text NOT NULL,
+			event_type   text NOT NULL,
+			timestamp_ms bigint NOT NULL,
+			payload      text NOT NULL,
+			metadata     text,
+			PRIMARY KEY (execution_id, sequence)
+		)`,
+	}},
 }
 
 // sqlBackfillUnfinished fills the unfinished table of a schema written

@@ -25,6 +25,9 @@ type queries struct {
 	deleteEvents            string
 	acquireFence            string
 
+	trimLock, trimEvents, trimMark, trimPoint string
+	archiveInsert, archiveHeld, archiveRange  string
+
 	listUnfinished, lastStatusEvent, firstTimestamp string
 	setUnfinished, setContinued, endUnfinished      string
 	handOver, takeAgain                             string
@@ -181,10 +184,11 @@ func buildQueries(s string) queries {
 		listExecutions: `SELECT execution_id, workflow_id, length FROM ` + s + `.executions
 			WHERE execution_id > $1 AND length > 0 ORDER BY execution_id LIMIT $2`,
 		logLength:        `SELECT length FROM ` + s + `.executions WHERE execution_id = $1`,
-		copyPrefixSource: `SELECT length, workflow_id FROM ` + s + `.executions WHERE execution_id = $1 FOR SHARE`,
-		copyPrefixClaim: `INSERT INTO ` + s + `.executions AS x (execution_id, workflow_id, length, fence)
-			VALUES ($1::text, $2::text, $3::bigint, 0)
-			ON CONFLICT (execution_id) DO UPDATE SET length = EXCLUDED.length, workflow_id = EXCLUDED.workflow_id
+		copyPrefixSource: `SELECT length, workflow_id, trimmed FROM ` + s + `.executions WHERE execution_id = $1 FOR SHARE`,
+		copyPrefixClaim: `INSERT INTO ` + s + `.executions AS x (execution_id, workflow_id, length, fence, trimmed)
+			VALUES ($1::text, $2::text, $3::bigint, 0, $4::bigint)
+			ON CONFLICT (execution_id) DO UPDATE SET length = EXCLUDED.length, workflow_id = EXCLUDED.workflow_id,
+				trimmed = EXCLUDED.trimmed
 				WHERE x.length = 0
 			RETURNING x.execution_id`,
 		copyPrefixEvents: `INSERT INTO ` + s + `.events (execution_id, ` + eventCols + `)
@@ -220,10 +224,27 @@ func buildQueries(s string) queries {
 		takeAgain: `UPDATE ` + s + `.unfinished SET listed = true WHERE next_execution_id = $1 AND NOT listed`,
 		// The row first: its lock waits for an append in flight, so the
 		// DELETE's snapshot, taken after, sees that append's events too.
-		deleteLog:    `UPDATE ` + s + `.executions SET length = 0, workflow_id = '' WHERE execution_id = $1`,
+		deleteLog:    `UPDATE ` + s + `.executions SET length = 0, workflow_id = '', trimmed = 0 WHERE execution_id = $1`,
 		deleteEvents: `DELETE FROM ` + s + `.events WHERE execution_id = $1`,
 		acquireFence: `INSERT INTO ` + s + `.executions AS x (execution_id, fence) VALUES ($1, 1)
 			ON CONFLICT (execution_id) DO UPDATE SET fence = x.fence + 1 RETURNING x.fence`,
+
+		// The row first, locked: an append in flight on the log commits
+		// before the trim reads the length, or waits for the trim to end.
+		trimLock:   `SELECT length, trimmed FROM ` + s + `.executions WHERE execution_id = $1 FOR UPDATE`,
+		trimEvents: `DELETE FROM ` + s + `.events WHERE execution_id = $1 AND sequence > $2 AND sequence <= $3`,
+		trimMark:   `UPDATE ` + s + `.executions SET trimmed = $2 WHERE execution_id = $1`,
+		trimPoint:  `SELECT CASE WHEN length > 0 THEN trimmed ELSE 0 END FROM ` + s + `.executions WHERE execution_id = $1`,
+		// $1 execution id, $2–$8 the event columns as arrays, in sequence order.
+		archiveInsert: `INSERT INTO ` + s + `.archive (execution_id, ` + eventCols + `)
+			SELECT $1::text, u.sequence, u.id, u.workflow_id, u.event_type, u.ts, u.payload, u.metadata
+			FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[])
+				AS u(sequence, id, workflow_id, event_type, ts, payload, metadata)
+			ON CONFLICT (execution_id, sequence) DO NOTHING`,
+		archiveHeld: `SELECT ` + eventCols + ` FROM ` + s + `.archive
+			WHERE execution_id = $1 AND sequence >= $2 AND sequence <= $3 ORDER BY sequence`,
+		archiveRange: `SELECT ` + eventCols + ` FROM ` + s + `.archive
+			WHERE execution_id = $1 AND sequence >= $2 AND sequence < $3 ORDER BY sequence`,
 
 		snapshotSave: `INSERT INTO ` + s + `.snapshots (execution_id, sequence, schema_version, state) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (execution_id, sequence) DO UPDATE SET schema_version = EXCLUDED.schema_version, state = EXCLUDED.state`,

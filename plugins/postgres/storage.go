@@ -9,11 +9,11 @@ import (
 
 // Stores is the storage a runtime needs, over one schema of a PostgreSQL
 // database: the event log, the snapshots, the branch refs, the durable
-// timers, the heartbeat leases, the claim-check content store and the
-// start queues, all sharing one DB.
+// timers, the heartbeat leases, the claim-check content store, the start
+// queues and the archive of compacted events, all sharing one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the seven
-// stores; closing one of the seven only detaches that one. A pool passed in
+// Ownership: Stores owns the DB. Close closes it, and with it the eight
+// stores; closing one of the eight only detaches that one. A pool passed in
 // Options.Pool is borrowed and stays open after Close. Close may be called
 // more than once and returns the first call's result.
 type Stores struct {
@@ -30,6 +30,9 @@ type Stores struct {
 	// Queues is the durable start queue (QueueStore), whose claims hold
 	// their limits across every node on the schema.
 	Queues store.QueueStore
+	// Archive keeps the events loom.Runtime.Compact moves out of the logs;
+	// Events is the store.PrefixTrimmer that removes them.
+	Archive store.ArchiveStore
 	// Close waits for queued appends to commit, stops the LISTEN connection
 	// and closes the pool the DB opened (never a borrowed one).
 	Close func() error
@@ -40,7 +43,7 @@ type Stores struct {
 // Storage is the preset that wires Loom to PostgreSQL: it opens opts (see
 // Open for the guarantees and failure modes) and returns its event store,
 // snapshot store, branch registry, timer store, lease store, content
-// store and queue store in a Stores value. Point every node at the same DSN and schema to
+// store, queue store and archive in a Stores value. Point every node at the same DSN and schema to
 // share the executions between them.
 func Storage(ctx context.Context, opts Options) (Stores, error) {
 	db, err := Open(ctx, opts)
@@ -55,12 +58,13 @@ func Storage(ctx context.Context, opts Options) (Stores, error) {
 		Leases:    db.LeaseStore(),
 		Content:   db.ContentStore(),
 		Queues:    db.QueueStore(),
+		Archive:   db.ArchiveStore(),
 		Close:     db.Close,
 		DB:        db,
 	}, nil
 }
 
-// view is what the seven stores share: the DB they work on and whether
+// view is what the eight stores share: the DB they work on and whether
 // closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on
@@ -154,6 +158,15 @@ func OpenContentStore(ctx context.Context, opts Options) (*ContentStore, error) 
 		return nil, err
 	}
 	return &ContentStore{view: view{db: db, owned: true}}, nil
+}
+
+// OpenArchiveStore is OpenEventStore for an ArchiveStore that owns its DB.
+func OpenArchiveStore(ctx context.Context, opts Options) (*ArchiveStore, error) {
+	db, err := Open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &ArchiveStore{view: view{db: db, owned: true}}, nil
 }
 
 // OpenLeaseStore is OpenEventStore for a LeaseStore that owns its DB.

@@ -39,17 +39,25 @@ func newAppendBatch(execID string, expected int64, events []event.Envelope) (*ap
 		if b.workflowID == "" {
 			b.workflowID = e.WorkflowID
 		}
-		payload := string(e.PayloadOrNull())
-		var meta any // NULL for a nil map, so nil and empty stay distinct
-		if e.Metadata != nil {
-			m := encodeMetadata(e.Metadata)
-			meta = m
-			size += len(m)
-		}
-		size += len(payload)
-		b.vals = append(b.vals, execID, e.Sequence, e.ID, e.WorkflowID, e.Type, e.Timestamp, payload, meta)
+		var n int
+		b.vals, n = appendEventValues(b.vals, execID, e)
+		size += n
 	}
 	return b, size
+}
+
+// appendEventValues appends the eventColumns values of e, stored under
+// execID, to vals, and returns them with the bytes of payload and metadata.
+func appendEventValues(vals []any, execID string, e event.Envelope) ([]any, int) {
+	payload := string(e.PayloadOrNull())
+	size := len(payload)
+	var meta any // NULL for a nil map, so nil and empty stay distinct
+	if e.Metadata != nil {
+		m := encodeMetadata(e.Metadata)
+		meta = m
+		size += len(m)
+	}
+	return append(vals, execID, e.Sequence, e.ID, e.WorkflowID, e.Type, e.Timestamp, payload, meta), size
 }
 
 // Writer-side statements.
@@ -127,15 +135,19 @@ const (
 	maxChunkBytes = 1 << 20
 )
 
-// insertSQL[k] inserts 1<<k rows.
-var insertSQL = func() []string {
+// insertSQL[k] inserts 1<<k rows into events.
+var insertSQL = multiRowSQL(insertEventHead, "")
+
+// multiRowSQL returns the statements head VALUES … tail of 1, 2, 4, …
+// maxChunkRows rows of eventColumns values.
+func multiRowSQL(head, tail string) []string {
 	var out []string
 	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", eventColumns), ", ") + ")"
 	for n := 1; n <= maxChunkRows; n *= 2 {
-		out = append(out, insertEventHead+strings.TrimSuffix(strings.Repeat(row+", ", n), ", "))
+		out = append(out, head+strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")+tail)
 	}
 	return out
-}()
+}
 
 // insertEvents writes the events of batches with as few statements as the
 // chunk limits allow.
@@ -146,6 +158,12 @@ func insertEvents(c *rawConn, batches []*appendBatch) error {
 			rows = append(rows, b.vals[i*eventColumns:(i+1)*eventColumns])
 		}
 	}
+	return insertRows(c, insertSQL, rows)
+}
+
+// insertRows writes rows of eventColumns values with the statements of
+// multiRowSQL, as few as the chunk limits allow.
+func insertRows(c *rawConn, stmts []string, rows [][]any) error {
 	for len(rows) > 0 {
 		k := chunkLog2(rows)
 		n := 1 << k
@@ -156,7 +174,7 @@ func insertEvents(c *rawConn, batches []*appendBatch) error {
 			}
 		}
 		c.args = args
-		if _, err := c.execNamed(insertSQL[k], args); err != nil {
+		if _, err := c.execNamed(stmts[k], args); err != nil {
 			return err
 		}
 		rows = rows[n:]

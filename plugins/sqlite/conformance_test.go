@@ -234,3 +234,30 @@ func TestStorageCarriesLeases(t *testing.T) {
 		t.Fatalf("Get after reopen = %+v, %v, %v; want %+v", got, found, err, want)
 	}
 }
+
+func TestArchiveStoreConformance(t *testing.T) {
+	open := func(t *testing.T, path string) store.ArchiveStore {
+		a, err := OpenArchiveStore(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	storetest.RunArchiveStore(t, storetest.ArchiveStoreFactory{
+		New: func(t *testing.T) store.ArchiveStore { return open(t, filepath.Join(t.TempDir(), "archive.db")) },
+		Reopen: func(t *testing.T, closed store.ArchiveStore) store.ArchiveStore {
+			return open(t, closed.(*ArchiveStore).Path())
+		},
+	})
+}
+
+func TestPrefixTrimmerConformance(t *testing.T) {
+	storetest.RunPrefixTrimmer(t, storetest.EventStoreFactory{
+		New: func(t *testing.T) store.EventStore {
+			return mustOpenEventStore(t, filepath.Join(t.TempDir(), "events.db"))
+		},
+		Reopen: func(t *testing.T, closed store.EventStore) store.EventStore {
+			return mustOpenEventStore(t, closed.(*EventStore).Path())
+		},
+	})
+}

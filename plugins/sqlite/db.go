@@ -21,8 +21,8 @@ var ErrInvalidOption = errors.New("sqlite: invalid option")
 // DB owns one SQLite database file in WAL mode: a single writer connection,
 // used by one group-committing caller at a time, and a pool of read-only
 // connections. The stores it hands out (EventStore, SnapshotStore,
-// BranchRegistry, TimerStore, LeaseStore, ContentStore) are views that
-// share it.
+// BranchRegistry, TimerStore, LeaseStore, ContentStore, QueueStore,
+// ArchiveStore) are views that share it.
 //
 // Ownership: the DB owns the file and every connection. Closing a view only
 // detaches that view (its later calls return store.ErrClosed); DB.Close
@@ -149,6 +149,10 @@ func (db *DB) TimerStore() *TimerStore { return &TimerStore{view: view{db: db}} 
 // LeaseStore returns a view of the leases. Closing it does not close db.
 func (db *DB) LeaseStore() *LeaseStore { return &LeaseStore{view: view{db: db}} }
 
+// ArchiveStore returns a view of the archive of compacted events. Closing
+// it does not close db.
+func (db *DB) ArchiveStore() *ArchiveStore { return &ArchiveStore{view: view{db: db}} }
+
 // WriteStats counts the appends committed since Open.
 type WriteStats struct {
 	// Transactions is the number of committed transactions that wrote
@@ -207,6 +211,8 @@ type readStmts struct {
 	timer          *sql.Stmt
 	timersDue      *sql.Stmt
 	lease          *sql.Stmt
+	trimPoint      *sql.Stmt
+	archiveRange   *sql.Stmt
 }
 
 const eventCols = `sequence, id, workflow_id, event_type, timestamp, payload, metadata`
@@ -238,6 +244,8 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 		{&r.timer, `SELECT ` + timerCols + ` FROM timers WHERE key = ?`},
 		{&r.timersDue, `SELECT ` + timerCols + ` FROM timers WHERE wake_at <= ? ORDER BY wake_at, key LIMIT ?`},
 		{&r.lease, sqlGetLease},
+		{&r.trimPoint, sqlTrimPoint},
+		{&r.archiveRange, sqlArchiveRange},
 	}
 	for _, s := range list {
 		st, err := db.PrepareContext(ctx, s.q)
@@ -253,7 +261,7 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 func (r *readStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{r.eventsFrom, r.eventsRange, r.executions, r.unfinished, r.snapshotLatest,
-		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom, r.timer, r.timersDue, r.lease} {
+		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom, r.timer, r.timersDue, r.lease, r.trimPoint, r.archiveRange} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

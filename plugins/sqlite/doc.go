@@ -105,7 +105,12 @@
 // tokens only grow. Blobs live in the content table, one row per ref (Put
 // is INSERT OR IGNORE, a stored ref is answered from the read pool with no
 // write), and Get re-hashes what it reads, refusing altered bytes with
-// *store.ContentCorruptError.
+// *store.ContentCorruptError. Compaction (migration 9) moves settled events
+// into the archive table (ArchiveStore: INSERT … ON CONFLICT DO NOTHING
+// after a comparison with the rows already there, one writer transaction)
+// and EventStore.TrimThrough deletes them from the log and records the
+// trim point in the log's executions row, so reads skip them and the
+// length, MAX(sequence)+1, stays.
 //
 // # Why modernc.org/sqlite
 //

@@ -20,8 +20,9 @@ const (
 
 // EventStore is the event log of a DB. It implements store.EventStore and
 // every optional capability: store.RangeReader, store.Subscriber,
-// store.PrefixCopier, store.ExecutionDeleter, store.Fencer and
-// store.StatusIndex (kept in the transaction of each write it indexes).
+// store.PrefixCopier, store.ExecutionDeleter, store.Fencer,
+// store.StatusIndex (kept in the transaction of each write it indexes) and
+// store.PrefixTrimmer (see TrimThrough).
 //
 // Appends go through the DB's group-commit writer: an Append returns only
 // after the transaction holding its events has committed (and, under
@@ -41,6 +42,7 @@ var (
 	_ store.ExecutionDeleter = (*EventStore)(nil)
 	_ store.Fencer           = (*EventStore)(nil)
 	_ store.StatusIndex      = (*EventStore)(nil)
+	_ store.PrefixTrimmer    = (*EventStore)(nil)
 )
 
 // Append implements store.EventStore. The batch is checked by
@@ -106,10 +108,16 @@ func (s *EventStore) ReadRange(ctx context.Context, executionID string, from, to
 }
 
 // scanEvents reads rows of eventCols and closes them.
-func (s *EventStore) scanEvents(executionID string, rows *sql.Rows) (out []event.Envelope, err error) {
+func (s *EventStore) scanEvents(executionID string, rows *sql.Rows) ([]event.Envelope, error) {
+	return scanEventRows(s.db, executionID, rows)
+}
+
+// scanEventRows reads rows of eventCols of executionID, from the events or
+// the archive table, and closes them.
+func scanEventRows(db *DB, executionID string, rows *sql.Rows) (out []event.Envelope, err error) {
 	defer func() {
 		if cerr := rows.Close(); cerr != nil && err == nil {
-			out, err = nil, s.db.readErr("read events", cerr)
+			out, err = nil, db.readErr("read events", cerr)
 		}
 	}()
 	for rows.Next() {
@@ -117,7 +125,7 @@ func (s *EventStore) scanEvents(executionID string, rows *sql.Rows) (out []event
 		var payload []byte
 		var meta sql.NullString
 		if err := rows.Scan(&e.Sequence, &e.ID, &e.WorkflowID, &e.Type, &e.Timestamp, &payload, &meta); err != nil {
-			return nil, s.db.readErr("read events", err)
+			return nil, db.readErr("read events", err)
 		}
 		e.Payload = json.RawMessage(payload)
 		if meta.Valid {
@@ -128,7 +136,7 @@ func (s *EventStore) scanEvents(executionID string, rows *sql.Rows) (out []event
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.db.readErr("read events", err)
+		return nil, db.readErr("read events", err)
 	}
 	return out, nil
 }

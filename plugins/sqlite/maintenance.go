@@ -15,9 +15,13 @@ import (
 // with *store.InvalidAppendError for a bad target id, a negative through or
 // a source holding fewer than through+1 events, then with
 // *store.SequenceConflictError when to already has events; a refusal copies
-// nothing. In the same transaction the copy gets the status index entry of
-// its prefix (read from the prefix's status events, last first), and the
-// continued executions waiting for to as their successor are handed over.
+// nothing. A source trimmed through sequence T (TrimThrough) has no events
+// 1..T to copy: a through in 1..T is refused with *store.InvalidAppendError
+// too, and a later one copies #0 and T+1..through, the copy getting trim
+// point T. In the same transaction the copy gets the status index entry of
+// its prefix (read from the prefix's status events that remain, last
+// first), and the continued executions waiting for to as their successor
+// are handed over.
 func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through int64) error {
 	if err := s.check(); err != nil {
 		return err
@@ -45,6 +49,19 @@ func copyPrefix(c *rawConn, from, to string, through int64) error {
 	if fromLen < through+1 {
 		return &store.InvalidAppendError{Index: -1, Reason: fmt.Sprintf("source holds fewer than %d events", through+1)}
 	}
+	trimmed, _, err := c.queryInt64(sqlTrimPoint, from)
+	if err != nil {
+		return err
+	}
+	if through >= 1 && through <= trimmed {
+		return &store.InvalidAppendError{Index: -1, Reason: fmt.Sprintf(
+			"the source's events through #%d were trimmed (compacted): copy through a later sequence", trimmed)}
+	}
+	want := through + 1 // the events the copy gets, and its trim point
+	if through < trimmed {
+		trimmed = 0 // through 0: only the start event, nothing trimmed before it
+	}
+	want -= trimmed
 	toLen, err := storedLength(c, to)
 	if err != nil {
 		return err
@@ -59,12 +76,12 @@ func copyPrefix(c *rawConn, from, to string, through int64) error {
 		return err
 	}
 	c.lengths.forget(to)
-	if n != through+1 {
-		return fmt.Errorf("sqlite: copy prefix of %q: copied %d events, the log says %d", from, n, through+1)
+	if n != want {
+		return fmt.Errorf("sqlite: copy prefix of %q: copied %d events, the log says %d", from, n, want)
 	}
-	_, err = c.exec(`INSERT INTO executions (execution_id, workflow_id)
-		SELECT ?, workflow_id FROM executions WHERE execution_id = ?
-		ON CONFLICT (execution_id) DO UPDATE SET workflow_id = excluded.workflow_id`, to, from)
+	_, err = c.exec(`INSERT INTO executions (execution_id, workflow_id, trimmed)
+		SELECT ?, workflow_id, ? FROM executions WHERE execution_id = ?
+		ON CONFLICT (execution_id) DO UPDATE SET workflow_id = excluded.workflow_id, trimmed = excluded.trimmed`, to, trimmed, from)
 	if err != nil || store.IsInboxStream(to) {
 		return err
 	}

@@ -189,6 +189,27 @@ var schemaMigrations = []migration{
 		`ALTER TABLE timers ADD COLUMN claimed_by TEXT`,
 		`ALTER TABLE timers ADD COLUMN claimed_until INTEGER NOT NULL DEFAULT 0`,
 	}},
+	{9, "log compaction", []string{
+		// The events compaction moved out of the logs (store.ArchiveStore):
+		// rows of the events table's columns, written once per (execution,
+		// sequence) and never replaced. A rowid table, like events.
+		`CREATE TABLE archive (
+			execution_id TEXT NOT NULL,
+			sequence     INTEGER NOT NULL,
+			id           TEXT NOT NULL,
+			workflow_id  TEXT NOT NULL,
+			event_type   TEXT NOT NULL,
+			timestamp    INTEGER NOT NULL,
+			payload      TEXT NOT NULL,
+			metadata     TEXT,
+			PRIMARY KEY (execution_id, sequence)
+		)`,
+		// A log's trim point (store.PrefixTrimmer): its events 1..trimmed
+		// were removed. Written only by TrimThrough and CopyPrefix, never by
+		// an append, so the row stays written once per log in the common
+		// case; it goes with the row when the log is deleted.
+		`ALTER TABLE executions ADD COLUMN trimmed INTEGER NOT NULL DEFAULT 0`,
+	}},
 }
 
 // sqlBackfillUnfinished fills the unfinished table of a file written before

@@ -65,8 +65,9 @@ const (
 // ReadOnlyDB is a Loom SQLite store opened for reading only (OpenReadOnly):
 // it never migrates, never checkpoints, and never writes or creates a file
 // beside the database (no -wal, -shm or -journal). Its stores are views:
-// EventStore (with range reads and subscriptions), SnapshotStore (with
-// listing) and BranchRegistry; their writes return ErrReadOnly.
+// EventStore (with range reads, subscriptions and trim points),
+// SnapshotStore (with listing), BranchRegistry and ArchiveStore; their
+// writes return ErrReadOnly.
 //
 // It follows the files: before a read (at most once per
 // ChangePollInterval) and while a subscription is open it checks them, and
@@ -93,9 +94,11 @@ type ReadOnlyDB struct {
 
 // readConn is one opening of the files in one ReadMode.
 type readConn struct {
-	pool    *sql.DB
-	mode    ReadMode
-	files   fileState
+	pool  *sql.DB
+	mode  ReadMode
+	files fileState
+	// tables holds the file's tables, and "table.column" for the columns
+	// later migrations added to a table (addedColumns) that it has.
 	tables  map[string]bool
 	version int
 	tmp     string // the private copy's directory (ReadSnapshot), else ""
@@ -174,6 +177,11 @@ func (db *ReadOnlyDB) BranchRegistry() *ReadOnlyBranchRegistry {
 	return &ReadOnlyBranchRegistry{roView{db: db}}
 }
 
+// ArchiveStore returns a view of the archive of compacted events.
+func (db *ReadOnlyDB) ArchiveStore() *ReadOnlyArchiveStore {
+	return &ReadOnlyArchiveStore{roView{db: db}}
+}
+
 // Close stops following the files, ends every subscription (with
 // store.ErrClosed), closes the connections and removes a private copy.
 // Later calls return store.ErrClosed. A second Close returns nil.
@@ -217,7 +225,12 @@ var (
 		{"executions", []string{sqlListExecutions}},
 		{"snapshots", []string{sqlSnapshotLatest, sqlSnapshotAt, sqlSnapshotSeqs}},
 		{"refs", []string{sqlRef, sqlRefsFrom}},
+		{"executions.trimmed", []string{sqlTrimPoint}},
+		{"archive", []string{sqlArchiveRange}},
 	}
+	// addedColumns are the columns a migration added to a table after
+	// its creation, which an older file lacks.
+	addedColumns = []struct{ table, column string }{{"executions", "trimmed"}}
 )
 
 const (
@@ -253,6 +266,14 @@ func (db *ReadOnlyDB) checkSchema(c *readConn) error {
 		if !c.tables[t] {
 			return &NotAStoreError{Path: db.path, Reason: "is a SQLite file without a Loom store in it (no " + t + " table)"}
 		}
+	}
+	for _, a := range addedColumns {
+		var n int
+		err := c.pool.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, a.table, a.column).Scan(&n)
+		if err != nil {
+			return &NotAStoreError{Path: db.path, Reason: "has an unreadable " + a.table + " table (" + err.Error() + ")"}
+		}
+		c.tables[a.table+"."+a.column] = n > 0
 	}
 	if err := c.pool.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&c.version); err != nil {
 		return &NotAStoreError{Path: db.path, Reason: "has an unreadable schema_migrations table (" + err.Error() + ")"}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math"
 	"sync/atomic"
 
 	"github.com/loom-kernel/loom/event"
@@ -59,13 +60,16 @@ func query[T any](ctx context.Context, v *roView, need, op, q string, scan func(
 }
 
 // ReadOnlyEventStore is the event log of a ReadOnlyDB: store.EventStore,
-// store.RangeReader and store.Subscriber. Append returns ErrReadOnly.
+// store.RangeReader, store.Subscriber and store.PrefixTrimmer. Append and
+// TrimThrough return ErrReadOnly. A trimmed log reads as the writer's does:
+// its start event and the events after its trim point.
 type ReadOnlyEventStore struct{ roView }
 
 var (
-	_ store.EventStore  = (*ReadOnlyEventStore)(nil)
-	_ store.RangeReader = (*ReadOnlyEventStore)(nil)
-	_ store.Subscriber  = (*ReadOnlyEventStore)(nil)
+	_ store.EventStore    = (*ReadOnlyEventStore)(nil)
+	_ store.RangeReader   = (*ReadOnlyEventStore)(nil)
+	_ store.Subscriber    = (*ReadOnlyEventStore)(nil)
+	_ store.PrefixTrimmer = (*ReadOnlyEventStore)(nil)
 )
 
 // Append implements store.EventStore: it writes nothing and returns
@@ -85,6 +89,24 @@ func (s *ReadOnlyEventStore) ReadFrom(ctx context.Context, executionID string, f
 // from <= sequence < to, in order.
 func (s *ReadOnlyEventStore) ReadRange(ctx context.Context, executionID string, from, to int64) ([]event.Envelope, error) {
 	return query(ctx, &s.roView, "", "read events", sqlEventsRange, scanEvent(executionID), executionID, from, to)
+}
+
+// TrimThrough implements store.PrefixTrimmer: it removes nothing and
+// returns ErrReadOnly.
+func (s *ReadOnlyEventStore) TrimThrough(context.Context, string, int64) error { return ErrReadOnly }
+
+// TrimmedThrough implements store.PrefixTrimmer: the log's trim point, 0
+// when nothing was trimmed, for an unknown execution and in a file that
+// predates trimming.
+func (s *ReadOnlyEventStore) TrimmedThrough(ctx context.Context, executionID string) (int64, error) {
+	points, err := query(ctx, &s.roView, "executions.trimmed", "read trim point", sqlTrimPoint, func(rows *sql.Rows) (int64, error) {
+		var through int64
+		return through, rows.Scan(&through)
+	}, executionID)
+	if err != nil || len(points) == 0 {
+		return 0, err
+	}
+	return points[0], nil
 }
 
 // scanEvent reads a row of eventCols of executionID.
@@ -237,4 +259,26 @@ func (r *ReadOnlyBranchRegistry) ListRefs(ctx context.Context, prefix string) ([
 func scanRef(rows *sql.Rows) (store.Ref, error) {
 	var ref store.Ref
 	return ref, rows.Scan(&ref.Name, &ref.ExecutionID, &ref.Version)
+}
+
+// ReadOnlyArchiveStore is the archive of compacted events of a ReadOnlyDB
+// (store.ArchiveStore). Archive returns ErrReadOnly; a file that predates
+// compaction has an empty archive.
+type ReadOnlyArchiveStore struct{ roView }
+
+var _ store.ArchiveStore = (*ReadOnlyArchiveStore)(nil)
+
+// Archive implements store.ArchiveStore: it writes nothing and returns
+// ErrReadOnly.
+func (a *ReadOnlyArchiveStore) Archive(context.Context, string, []event.Envelope) error {
+	return ErrReadOnly
+}
+
+// ReadArchived implements store.ArchiveStore: the archived events of
+// executionID with from <= sequence < to (to < 0: to the end), in order.
+func (a *ReadOnlyArchiveStore) ReadArchived(ctx context.Context, executionID string, from, to int64) ([]event.Envelope, error) {
+	if to < 0 {
+		to = math.MaxInt64
+	}
+	return query(ctx, &a.roView, "archive", "read archived events", sqlArchiveRange, scanEvent(executionID), executionID, from, to)
 }

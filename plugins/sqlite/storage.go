@@ -25,11 +25,11 @@ type StorageOptions struct {
 
 // Stores is the storage a runtime needs, over one SQLite file: the event
 // log, the snapshots, the branch refs, the durable timers, the heartbeat
-// leases, the claim-check content store and the start queues, all sharing
-// one DB.
+// leases, the claim-check content store, the start queues and the archive
+// of compacted events, all sharing one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the seven
-// stores; closing one of the seven only detaches that one. Close may be
+// Ownership: Stores owns the DB. Close closes it, and with it the eight
+// stores; closing one of the eight only detaches that one. Close may be
 // called more than once and returns the first call's result.
 type Stores struct {
 	Events    store.EventStore
@@ -45,6 +45,9 @@ type Stores struct {
 	// Queues is the durable start queue; its Timers are also a
 	// store.TimerClaimer.
 	Queues store.QueueStore
+	// Archive keeps the events loom.Runtime.Compact moves out of the logs;
+	// Events is the store.PrefixTrimmer that removes them.
+	Archive store.ArchiveStore
 	// Close waits for queued writes to commit and closes the database file.
 	Close func() error
 	// DB is the shared database, for WriteStats or further views.
@@ -54,7 +57,7 @@ type Stores struct {
 // Storage is the preset that wires Loom to one SQLite file: it opens
 // opts.Path (see Open for the guarantees and failure modes) and returns its
 // event store, snapshot store, branch registry, timer store, lease store,
-// content store and queue store in a Stores value.
+// content store, queue store and archive in a Stores value.
 func Storage(opts StorageOptions) (Stores, error) {
 	o := []Option{WithSynchronous(opts.Synchronous), WithLimits(opts.Limits)}
 	if opts.BusyTimeout > 0 {
@@ -75,13 +78,14 @@ func Storage(opts StorageOptions) (Stores, error) {
 		Leases:    db.LeaseStore(),
 		Content:   db.ContentStore(),
 		Queues:    db.QueueStore(),
+		Archive:   db.ArchiveStore(),
 		Close:     db.Close,
 		DB:        db,
 	}, nil
 }
 
 // view is what EventStore, SnapshotStore, BranchRegistry, TimerStore,
-// LeaseStore, ContentStore and QueueStore share: the DB they work on and whether closing them closes it.
+// LeaseStore, ContentStore, QueueStore and ArchiveStore share: the DB they work on and whether closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on
 // Close: the DB and its other views stay open, and the DB is closed once, by

@@ -58,7 +58,10 @@ func (s *EventStore) copyLocked(from, to string, through int64) error {
 		e.ExecutionID = to
 		copied[i] = e
 	}
-	log := &execLog{workflowID: src.workflowID, events: copied, trimmed: src.trimmed}
+	log := &execLog{workflowID: src.workflowID, events: copied}
+	if through > src.trimmed {
+		log.trimmed = src.trimmed // a copy of #0 alone holds no trimmed range
+	}
 	s.logs[to] = log
 	s.index.add(to)
 	if !store.IsInboxStream(to) {

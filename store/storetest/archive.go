@@ -263,6 +263,12 @@ func RunPrefixTrimmer(t *testing.T, f EventStoreFactory) {
 			if got, err := tr.TrimmedThrough(ctx, "fork"); err != nil || got != 4 {
 				t.Fatalf("the copy's trim point: %d %v", got, err)
 			}
+			if err := pc.CopyPrefix(ctx, "x", "start-only", 0); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := tr.TrimmedThrough(ctx, "start-only"); err != nil || got != 0 {
+				t.Fatalf("a copy of #0 alone has trim point %d (%v), want 0", got, err)
+			}
 		})
 	}
 	if f.Reopen != nil {
