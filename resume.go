@@ -95,7 +95,10 @@ func (rt *Runtime) resume(ctx context.Context, id string, ev ResumeEvent, princi
 // claimLoaded claims an execution not driven by this process and loads it.
 // An execution this process is driving is refused as not-suspended (it is
 // running); one whose drive is ending is waited for.
-func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, loaded, error) {
+// With anyFlow an execution of a flow this runtime does not register is
+// claimed too, under a stand-in flow that can never be driven: for
+// operations that only record a fact (MarkShredded).
+func (rt *Runtime) claimLoaded(ctx context.Context, id string, anyFlow bool) (*execution, loaded, error) {
 	for {
 		if err := rt.evictSticky(ctx, id); err != nil {
 			return nil, loaded{}, err
@@ -126,7 +129,10 @@ func (rt *Runtime) claimLoaded(ctx context.Context, id string) (*execution, load
 			return nil, loaded{}, err
 		}
 		flow, ok := rt.flows[l.workflowID]
-		if !ok {
+		switch {
+		case !ok && anyFlow:
+			flow = &Flow{ID: l.workflowID} // no Body: a txSpec with anyFlow never drives
+		case !ok:
 			return nil, loaded{}, fmt.Errorf("execution %q: %w", id, rt.unknownFlow(l.workflowID))
 		}
 		x, err := rt.claim(id, flow)

@@ -27,7 +27,8 @@ func (rt *Runtime) MarkShredded(ctx context.Context, id, subject string) error {
 		return err
 	}
 	return rt.transact(ctx, id, txSpec{
-		op: "shred",
+		op:      "shred",
+		anyFlow: true, // an operator's tool records it without the app's flows
 		commit: func(ctx context.Context, tx *txn) (bool, error) {
 			if slices.ContainsFunc(tx.state.Variables.Shredded, func(s fold.Shredding) bool { return s.Subject == subject }) {
 				return false, nil

@@ -40,3 +40,20 @@ func TestMarkShreddedRecordsTheSubjectOnceOnAParkedOrEndedExecution(t *testing.T
 		t.Fatal("a refusal appended")
 	}
 }
+
+// An operator's tool records the fact without the app's flows.
+func TestMarkShreddedNeedsNotTheFlow(t *testing.T) {
+	h := newHarnessWith(t, loom.Config{StickyParks: -1}, gatedFlow())
+	id := parked(t, h)
+	h.rt.Close()
+	tool := h.open() // no flows
+	if err := tool.MarkShredded(h.ctx(), id, "user-1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(h, id, event.PayloadShredded); n != 1 {
+		t.Fatalf("PAYLOAD_SHREDDED %d times", n)
+	}
+	if err := tool.Resume(h.ctx(), id, loom.ResumeEvent{EventType: "approve"}); !errors.Is(err, loom.ErrUnknownFlow) {
+		t.Fatalf("a resume without the flow: %v", err)
+	}
+}

@@ -58,6 +58,9 @@ type txSpec struct {
 	// will drive it (K11); set by every operation that drives an existing
 	// execution without migrating it.
 	pin bool
+	// anyFlow lets the operation claim an execution of a flow this runtime
+	// does not register; its commit must never ask to drive it.
+	anyFlow bool
 	// commit appends the operation's events through tx.j and says whether
 	// the flow is driven afterwards.
 	commit func(ctx context.Context, tx *txn) (drive bool, err error)
@@ -147,7 +150,7 @@ func (rt *Runtime) begin(ctx context.Context, id string, s txSpec) (*txn, error)
 		}
 		return &txn{id: id, x: x, state: s.initial, workflowID: s.flow.ID}, nil
 	}
-	x, l, err := rt.claimLoaded(ctx, id)
+	x, l, err := rt.claimLoaded(ctx, id, s.anyFlow)
 	if err != nil {
 		return nil, err
 	}

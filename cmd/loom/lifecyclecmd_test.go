@@ -99,3 +99,19 @@ func TestRetentionRunDryRunCountsAndRunDeletes(t *testing.T) {
 	}
 	_ = before
 }
+
+func TestStateShowsACryptoShreddedSubject(t *testing.T) {
+	bin, fx := setup(t)
+	path := copyStore(t, fx.path)
+	c := &cli{ctx: t.Context()}
+	err := c.withWritableStore(path, func(w *writableStore) error {
+		return w.rt.MarkShredded(t.Context(), "order-2", "customer-9")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := mustLoom(t, bin, "state", "order-2", "--store", path)
+	if !strings.Contains(out, "the data of subject customer-9 was crypto-shredded") {
+		t.Fatalf("state:\n%s", out)
+	}
+}

@@ -126,6 +126,9 @@ func (c *cli) summarize(s *openedStore, id string, st fold.State, internal bool)
 	for _, a := range v.Approvals {
 		t.row("Approval", fmt.Sprintf("%s by %s (#%d)", a.Gate, short(a.Principal, 60), a.Seq))
 	}
+	for _, sh := range v.Shredded {
+		t.row("Shredded", fmt.Sprintf("the data of subject %s was crypto-shredded (#%d): its payloads read as shredded markers", sh.Subject, sh.Seq))
+	}
 	hidden := 0
 	for _, id := range sortedBySeq(v.Decisions, func(d fold.Decision) int64 { return ptrOr(d.Seq, -1) }) {
 		d := v.Decisions[id]

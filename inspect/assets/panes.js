@@ -15,6 +15,9 @@ function renderState(st) {
     v._output !== undefined ? el('span', {}, 'output ', el('code', { text: json(v._output, 120) })) : null,
     v._error !== undefined ? el('span', { class: 'typed' }, 'error ', json(v._error, 120)) : null,
     v._principal !== undefined ? el('span', {}, 'started by ', el('code', { text: json(v._principal, 60) })) : null,
+    ...(Array.isArray(v._shredded) ? v._shredded : []).map((s) =>
+      el('span', { class: 'typed shredded' }, 'shredded: the data of ', el('code', { text: String(s.subject) }),
+        ' (#' + s.seq + ') reads as shredded markers')),
   ].filter(Boolean));
   renderGates(st);
   renderFrames(st);
