@@ -337,3 +337,10 @@ func TestPrefixTrimmerConformance(t *testing.T) {
 		New: func(*testing.T) store.EventStore { return memstore.NewEventStore() },
 	})
 }
+
+func TestCompactionConformance(t *testing.T) {
+	set := memstore.NewSet()
+	storetest.RunCompaction(t, storetest.CompactionFactory{Open: func(*testing.T) (store.Set, func() error) {
+		return set, func() error { return nil } // memory: the same stores stand for a reopened storage
+	}})
+}
