@@ -24,6 +24,22 @@ func TestCompactThroughTheStoragePreset(t *testing.T) {
 	}})
 }
 
+// TestCompactionCrashes kills a compaction at each of its writes on a
+// schema and reconnects.
+func TestCompactionCrashes(t *testing.T) {
+	t.Parallel()
+	storetest.RunCompactionCrashes(t, func(t *testing.T) storetest.CompactionFactory {
+		schema := newSchema(t)
+		return storetest.CompactionFactory{Open: func(t *testing.T) (store.Set, func() error) {
+			st, err := Storage(context.Background(), testOptions(t, schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.StoreSet(), st.Close
+		}}
+	})
+}
+
 // A schema of the release before compaction (migration 9) gets migration
 // 10 on Open, and its old log is trimmed, archived and appended to like a
 // new one; a deleted log starts again untrimmed.

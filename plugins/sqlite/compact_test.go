@@ -21,3 +21,18 @@ func TestCompactThroughTheStoragePreset(t *testing.T) {
 		return st.StoreSet(), st.Close
 	}})
 }
+
+// TestCompactionCrashes kills a compaction at each of its writes on a real
+// file and reopens it.
+func TestCompactionCrashes(t *testing.T) {
+	storetest.RunCompactionCrashes(t, func(t *testing.T) storetest.CompactionFactory {
+		path := filepath.Join(t.TempDir(), "loom.db")
+		return storetest.CompactionFactory{Open: func(t *testing.T) (store.Set, func() error) {
+			st, err := sqlite.Storage(sqlite.StorageOptions{Path: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.StoreSet(), st.Close
+		}}
+	})
+}

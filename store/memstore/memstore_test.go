@@ -344,3 +344,10 @@ func TestCompactionConformance(t *testing.T) {
 		return set, func() error { return nil } // memory: the same stores stand for a reopened storage
 	}})
 }
+
+func TestCompactionCrashes(t *testing.T) {
+	storetest.RunCompactionCrashes(t, func(*testing.T) storetest.CompactionFactory {
+		set := memstore.NewSet()
+		return storetest.CompactionFactory{Open: func(*testing.T) (store.Set, func() error) { return set, func() error { return nil } }}
+	})
+}
