@@ -24,7 +24,8 @@
 //
 // Determinism: a report holds no timestamps, no durations and no random
 // ids, so two runs of a suite over the same code and the same recorded
-// model answers (an llm.Cassette) give byte-identical report files. The
+// model answers (an llm.Cassette) give byte-identical report files — with
+// a fixed Config.Clock when the flow puts loom.Now in its output. The
 // LLM judge makes its model call as a durable step (llm.Complete) of a
 // judging flow run on the suite's runtime: the judge's answer is recorded
 // in that execution's log, and with a cassette provider it is the same on
