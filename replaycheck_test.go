@@ -10,6 +10,7 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/internal/goldentest"
+	"github.com/loom-kernel/loom/loomtest"
 	"github.com/loom-kernel/loom/store"
 	"github.com/loom-kernel/loom/store/memstore"
 )
@@ -54,22 +55,13 @@ var baseCheckFlow = checkFlow{steps: []string{"a", "b"}, gate: "g"}
 func recordCheckLogs(t *testing.T) (parked, completed []event.Envelope) {
 	t.Helper()
 	var runs atomic.Int64
-	h := newHarnessWith(t, loom.Config{StickyParks: -1}, baseCheckFlow.build(&runs))
-	id, err := h.rt.Start(h.ctx(), "order", "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
-		t.Fatal(err)
-	}
-	parked = h.log(id)
-	if err := h.rt.Resume(h.ctx(), id, loom.ResumeEvent{EventType: "g"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.rt.WaitForCompletion(h.ctx(), id); err != nil {
-		t.Fatal(err)
-	}
-	return parked, h.log(id)
+	env := loomtest.New(t, loomtest.WithFlows(baseCheckFlow.build(&runs)))
+	id := env.Start(t, "order", "x")
+	env.WaitForGate(t, id, "g")
+	parked = env.Log(t, id)
+	env.Answer(t, id, "g", nil)
+	env.WaitForCompletion(t, id)
+	return parked, env.Log(t, id)
 }
 
 // checkRuntime is a runtime for checks: the candidate flows on empty
