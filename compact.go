@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/loom-kernel/loom/event"
@@ -202,4 +204,84 @@ func (rt *Runtime) trimPoint(ctx context.Context, id string) int64 {
 		return 0
 	}
 	return through
+}
+
+// TrimInbox moves the messages an execution's chain has consumed out of
+// its inbox streams into Config.Archive: a consumed message is recorded in
+// the execution's own log (MESSAGE_CONSUMED carries it), so replay never
+// reads it from the stream again. A stream's first and last messages
+// stay, as in Compact. It returns how many messages it moved; it is
+// idempotent, and needs what Compact needs. A fork made later copies its
+// parent's streams with their trim point; one whose fork point consumed
+// fewer messages than were trimmed is refused. With an Authorizer it is a
+// "compact".
+func (rt *Runtime) TrimInbox(ctx context.Context, id string) (int, error) {
+	if err := event.ValidateID("execution id", id); err != nil {
+		return 0, err
+	}
+	trimmer, ok := rt.cfg.Events.(store.PrefixTrimmer)
+	switch {
+	case rt.cfg.Archive == nil:
+		return 0, &NotConfiguredError{Field: "Archive", Need: "TrimInbox"}
+	case !ok:
+		return 0, &NotConfiguredError{Field: "Events", Need: "TrimInbox (an event store that is a store.PrefixTrimmer)"}
+	}
+	if err := rt.authorize(ctx, "compact", id, "", true); err != nil {
+		return 0, err
+	}
+	return rt.trimInbox(ctx, trimmer, id, false)
+}
+
+// trimInbox is TrimInbox's work; with dryRun it only counts.
+func (rt *Runtime) trimInbox(ctx context.Context, trimmer store.PrefixTrimmer, id string, dryRun bool) (int, error) {
+	// The chain's live head holds the cursors furthest along.
+	head, st := id, fold.State{}
+	for hops := 0; ; hops++ {
+		l, err := rt.load(ctx, head)
+		if err != nil {
+			return 0, err
+		}
+		st = l.state
+		if st.Status != fold.StatusContinued || st.Variables.ContinuedTo == "" || hops >= maxChainHops {
+			break
+		}
+		head = st.Variables.ContinuedTo
+	}
+	chain := chainOf(head, st)
+	moved := 0
+	for _, topic := range slices.Sorted(maps.Keys(st.Variables.Inbox)) {
+		n := st.Variables.Inbox[topic].Consumed
+		stream := streamID(chain, topic)
+		through := n - 1 // messages 0..n-1 are consumed
+		more, err := store.ReadRange(ctx, rt.cfg.Events, stream, n, n+1)
+		if err != nil {
+			return moved, err
+		}
+		if len(more) == 0 {
+			through = n - 2 // the stream's last message stays
+		}
+		trimmed, err := trimmer.TrimmedThrough(ctx, stream)
+		if err != nil {
+			return moved, err
+		}
+		if through < 1 || through <= trimmed {
+			continue
+		}
+		if dryRun {
+			moved += int(through - trimmed)
+			continue
+		}
+		evs, err := store.ReadRange(ctx, rt.cfg.Events, stream, trimmed+1, through+1)
+		if err != nil {
+			return moved, err
+		}
+		if err := rt.cfg.Archive.Archive(ctx, stream, evs); err != nil {
+			return moved, fmt.Errorf("loom: trimming the inbox of %q: archiving %s: %w", id, topic, err)
+		}
+		if err := trimmer.TrimThrough(ctx, stream, through); err != nil {
+			return moved, fmt.Errorf("loom: trimming the inbox of %q: %s: %w", id, topic, err)
+		}
+		moved += len(evs)
+	}
+	return moved, nil
 }

@@ -303,3 +303,115 @@ func TestCompactionKeepsTheFoldOfEveryEvent(t *testing.T) {
 		assertSameEvents(t, "history", w.history(t, id), before)
 	})
 }
+
+// TrimInbox moves consumed messages out of the streams; the execution
+// replays (in a new process) and goes on receiving, and a fork after the
+// trim copies the stream with its trim point.
+func TestTrimInboxMovesConsumedMessagesAndTheExecutionGoesOn(t *testing.T) {
+	ctx := context.Background()
+	set, open, id, st := parkedCollector(t)
+	rt := open()
+	var nc *loom.NotConfiguredError
+	bare, err := loom.New(loom.Config{Events: set.Events, Flows: []*loom.Flow{collector(6)}, Recovery: loom.Recovery{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if _, err := bare.TrimInbox(ctx, id); !errors.As(err, &nc) {
+		t.Fatalf("without an archive: %v", err)
+	}
+	moved, err := rt.TrimInbox(ctx, id)
+	if err != nil || moved != 2 {
+		t.Fatalf("TrimInbox: %d %v", moved, err)
+	}
+	if again, err := rt.TrimInbox(ctx, id); err != nil || again != 0 {
+		t.Fatalf("a second TrimInbox: %d %v", again, err)
+	}
+	rt.Close()
+	next := open() // a new process replays the consumed messages from the execution's own log
+	fork, err := next.Fork(ctx, id, st.Sequence, loom.ForkID("fork-after"))
+	if err != nil {
+		t.Fatalf("a fork after the trim: %v", err)
+	}
+	for _, target := range []string{id, fork} {
+		for _, v := range []int{5, 6} {
+			if err := next.Send(ctx, target, "orders", v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := next.WaitForCompletion(ctx, target)
+		if err != nil || string(res.Output) != "[1,2,3,4,5,6]" {
+			t.Fatalf("%s: %s %v", target, res.Output, err)
+		}
+	}
+}
+
+// parkedCollector is a collector(6) that consumed 4 messages and waits
+// for the 5th, on memory stores with an archive; open opens a runtime.
+func parkedCollector(t *testing.T) (store.Set, func() *loom.Runtime, string, fold.State) {
+	t.Helper()
+	ctx := context.Background()
+	set := memstore.NewSet()
+	open := func() *loom.Runtime {
+		rt, err := loom.New(loom.Config{Storage: set, Flows: []*loom.Flow{collector(6)}, Features: loom.Features{Inbox: true},
+			StickyParks: -1, Recovery: loom.Recovery{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.Close() })
+		return rt
+	}
+	rt := open()
+	id, err := rt.Start(ctx, "collect", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= 4; v++ {
+		if err := rt.Send(ctx, id, "orders", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := rt.WaitForSettled(ctx, id)
+	for err == nil && (st.Variables.Inbox["orders"].Consumed < 4 || st.Status != fold.StatusSuspended) {
+		st, err = rt.WaitForSettled(ctx, id)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	return set, open, id, st
+}
+
+func TestRetentionTrimsConsumedMessagesAndADryRunCountsThem(t *testing.T) {
+	ctx := context.Background()
+	set, open, _, _ := parkedCollector(t)
+	rt := open()
+	policy := loom.RetentionPolicy{TrimConsumedMessages: true}
+	dry, err := rt.ApplyRetention(ctx, policy, true)
+	if err != nil || dry.Messages != 2 {
+		t.Fatalf("dry run: %+v %v", dry, err)
+	}
+	archived := func() int {
+		t.Helper()
+		page, err := set.Events.ListExecutions(ctx, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, x := range page.Executions {
+			evs, err := set.Archive.ReadArchived(ctx, x.ExecutionID, 0, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(evs)
+		}
+		return n
+	}
+	if archived() != 0 {
+		t.Fatal("a dry run archived")
+	}
+	rep, err := rt.ApplyRetention(ctx, policy, false)
+	if err != nil || rep.Messages != 2 || archived() != 2 {
+		t.Fatalf("run: %+v %v, %d archived", rep, err, archived())
+	}
+}

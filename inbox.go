@@ -70,6 +70,14 @@ func (rt *Runtime) copyInbox(ctx context.Context, parent string, src fold.State,
 			continue
 		}
 		from, to := streamID(chainOf(parent, src), topic), streamID(fork, topic)
+		if rt.trimPoint(ctx, from) > 0 {
+			// TrimInbox moved consumed messages out: a store-side copy
+			// carries the trim point (and refuses a fork point before it).
+			if err := rt.copyPrefix(ctx, from, to, n-1); err != nil {
+				return fmt.Errorf("loom: fork of %q: copying its inbox %q: %w", parent, topic, err)
+			}
+			continue
+		}
 		evs, err := store.ReadRange(ctx, rt.cfg.Events, from, 0, n)
 		if err != nil {
 			return err

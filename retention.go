@@ -28,6 +28,10 @@ type RetentionPolicy struct {
 	// (the snapshot that stands for its compacted history) and every one
 	// after it.
 	KeepSnapshots int
+	// TrimConsumedMessages moves the inbox messages each execution's chain
+	// has consumed into Config.Archive (TrimInbox). It loads every
+	// execution.
+	TrimConsumedMessages bool
 	// ContentUnpinnedAfter would delete claim-checked content no retained
 	// log references once it is older than this. No content store can list
 	// its blobs yet, so a positive value is refused by Validate.
@@ -70,6 +74,7 @@ func ParseRetentionPolicy(data []byte) (RetentionPolicy, error) {
 	var raw struct {
 		TerminalTTL          *string `json:"terminalTtl"`
 		KeepSnapshots        *int    `json:"keepSnapshots"`
+		TrimConsumedMessages *bool   `json:"trimConsumedMessages"`
 		ContentUnpinnedAfter *string `json:"contentUnpinnedAfter"`
 	}
 	var members map[string]json.RawMessage
@@ -78,10 +83,10 @@ func ParseRetentionPolicy(data []byte) (RetentionPolicy, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(members)) {
 		switch name {
-		case "terminalTtl", "keepSnapshots", "contentUnpinnedAfter":
+		case "terminalTtl", "keepSnapshots", "trimConsumedMessages", "contentUnpinnedAfter":
 		default:
 			return RetentionPolicy{}, &RetentionPolicyError{Member: strconv.Quote(name),
-				Reason: "unknown member (names are matched exactly): the members are terminalTtl, keepSnapshots, contentUnpinnedAfter"}
+				Reason: "unknown member (names are matched exactly): the members are terminalTtl, keepSnapshots, trimConsumedMessages, contentUnpinnedAfter"}
 		}
 	}
 	if err := event.UnmarshalExactKnown(data, &raw); err != nil {
@@ -106,6 +111,9 @@ func ParseRetentionPolicy(data []byte) (RetentionPolicy, error) {
 	if raw.KeepSnapshots != nil {
 		p.KeepSnapshots = *raw.KeepSnapshots
 	}
+	if raw.TrimConsumedMessages != nil {
+		p.TrimConsumedMessages = *raw.TrimConsumedMessages
+	}
 	return p, p.Validate()
 }
 
@@ -117,6 +125,9 @@ func (p RetentionPolicy) MarshalJSON() ([]byte, error) {
 	}
 	if p.KeepSnapshots != 0 {
 		out["keepSnapshots"] = p.KeepSnapshots
+	}
+	if p.TrimConsumedMessages {
+		out["trimConsumedMessages"] = true
 	}
 	if p.ContentUnpinnedAfter != 0 {
 		out["contentUnpinnedAfter"] = p.ContentUnpinnedAfter.String()
@@ -133,6 +144,8 @@ type RetentionReport struct {
 	Events     int64    `json:"events"`
 	// Snapshots pruned, across executions.
 	Snapshots int `json:"snapshots"`
+	// Messages moved out of inbox streams (TrimConsumedMessages).
+	Messages int `json:"messages"`
 	// Kept counts ended executions past the TTL that a branch ref keeps.
 	KeptByRef int `json:"keptByRef"`
 }
@@ -158,6 +171,10 @@ func (rt *Runtime) ApplyRetention(ctx context.Context, p RetentionPolicy, dryRun
 	pruner, canPrune := rt.cfg.Snapshots.(store.SnapshotPruner)
 	if p.KeepSnapshots > 0 && (rt.cfg.Snapshots == nil || !canList || !canPrune) {
 		return rep, &NotConfiguredError{Field: "Snapshots", Need: "snapshot pruning (a store.SnapshotLister and store.SnapshotPruner)"}
+	}
+	trimmer, canTrim := rt.cfg.Events.(store.PrefixTrimmer)
+	if p.TrimConsumedMessages && (rt.cfg.Archive == nil || !canTrim) {
+		return rep, &NotConfiguredError{Field: "Archive", Need: "trimming consumed messages (an archive and a store.PrefixTrimmer)"}
 	}
 	pinned, err := rt.pinnedByRefs(ctx)
 	if err != nil {
@@ -190,6 +207,13 @@ func (rt *Runtime) ApplyRetention(ctx context.Context, p RetentionPolicy, dryRun
 					rep.Events += x.Length - rt.trimPoint(ctx, x.ExecutionID)
 					continue
 				}
+			}
+			if p.TrimConsumedMessages {
+				n, err := rt.trimInbox(ctx, trimmer, x.ExecutionID, dryRun)
+				if err != nil {
+					return rep, err
+				}
+				rep.Messages += n
 			}
 			if p.KeepSnapshots > 0 {
 				n, err := rt.pruneSnapshots(ctx, lister, pruner, x.ExecutionID, p.KeepSnapshots, dryRun)

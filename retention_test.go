@@ -15,8 +15,8 @@ import (
 )
 
 func TestParseRetentionPolicyIsStrict(t *testing.T) {
-	p, err := loom.ParseRetentionPolicy([]byte(`{"terminalTtl":"720h","keepSnapshots":2}`))
-	if err != nil || p.TerminalTTL != 720*time.Hour || p.KeepSnapshots != 2 {
+	p, err := loom.ParseRetentionPolicy([]byte(`{"terminalTtl":"720h","keepSnapshots":2,"trimConsumedMessages":true}`))
+	if err != nil || p.TerminalTTL != 720*time.Hour || p.KeepSnapshots != 2 || !p.TrimConsumedMessages {
 		t.Fatalf("%+v %v", p, err)
 	}
 	if p, err := loom.ParseRetentionPolicy([]byte(`{}`)); err != nil || p != (loom.RetentionPolicy{}) {
