@@ -76,11 +76,11 @@ func (s *ArchiveStore) Archive(ctx context.Context, executionID string, events [
 func checkArchived(c *rawConn, executionID string, events []event.Envelope) error {
 	first, last := events[0].Sequence, events[len(events)-1].Sequence
 	var held []event.Envelope
-	err := c.queryEach(sqlArchived, func(row []driver.Value) error {
+	err := eachRow(c, func(row []driver.Value) (bool, error) {
 		e, err := rowEnvelope(executionID, row)
 		held = append(held, e)
-		return err
-	}, executionID, first, last)
+		return true, err
+	}, sqlArchived, executionID, first, last)
 	if err != nil {
 		return err
 	}

@@ -87,31 +87,6 @@ func (c *rawConn) queryRow(q string, vals ...any) (row []driver.Value, found boo
 	return row, true, rows.Close()
 }
 
-// queryEach runs q with vals and calls fn with each row it returns, in
-// order; the row is reused between calls.
-func (c *rawConn) queryEach(q string, fn func(row []driver.Value) error, vals ...any) error {
-	s, err := c.stmt(q)
-	if err != nil {
-		return err
-	}
-	rows, err := s.(driver.StmtQueryContext).QueryContext(context.Background(), c.bind(vals))
-	if err != nil {
-		return err
-	}
-	row := make([]driver.Value, len(rows.Columns()))
-	for {
-		switch err := rows.Next(row); {
-		case errors.Is(err, io.EOF):
-			return rows.Close()
-		case err != nil:
-			return errors.Join(err, rows.Close())
-		}
-		if err := fn(row); err != nil {
-			return errors.Join(err, rows.Close())
-		}
-	}
-}
-
 // queryInt64 returns the first column of the first row of q as an integer,
 // and false when q returns no row.
 func (c *rawConn) queryInt64(q string, vals ...any) (int64, bool, error) {
