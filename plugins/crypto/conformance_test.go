@@ -29,11 +29,7 @@ func kitOptions() crypto.EventStoreOptions {
 // file; the keystore lives in the test's directory and survives a Reopen.
 
 func TestEventStoreConformanceMemstore(t *testing.T) {
-	storetest.RunEventStore(t, storetest.EventStoreFactory{
-		New: func(t *testing.T) store.EventStore {
-			return wrapEvents(t, memstore.NewEventStore(), openKeys(t, t.TempDir()), kitOptions())
-		},
-	})
+	storetest.RunEventStore(t, sealedMemstoreEvents())
 }
 
 func TestEventStoreConformanceSQLite(t *testing.T) {
@@ -54,24 +50,11 @@ func TestEventStoreConformanceSQLite(t *testing.T) {
 }
 
 func TestStatusIndexConformanceMemstore(t *testing.T) {
-	storetest.RunStatusIndex(t, storetest.EventStoreFactory{
-		New: func(t *testing.T) store.EventStore {
-			return wrapEvents(t, memstore.NewEventStore(), openKeys(t, t.TempDir()), kitOptions())
-		},
-	})
+	storetest.RunStatusIndex(t, sealedMemstoreEvents())
 }
 
 func TestStatusIndexConformanceSQLite(t *testing.T) {
-	storetest.RunStatusIndex(t, storetest.EventStoreFactory{
-		New: func(t *testing.T) store.EventStore {
-			dir := t.TempDir()
-			inner, err := sqlite.OpenEventStore(filepath.Join(dir, "events.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return wrapEvents(t, inner, openKeys(t, dir), kitOptions())
-		},
-	})
+	storetest.RunStatusIndex(t, sealedSQLiteEvents())
 }
 
 // kitSubjects seals every kit snapshot under one subject (the kits write

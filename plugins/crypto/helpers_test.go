@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom/plugins/crypto"
+	"github.com/loom-kernel/loom/plugins/sqlite"
 	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/store/memstore"
+	"github.com/loom-kernel/loom/store/storetest"
 )
 
 // testMaster is a fixed master key: tests are deterministic about keys,
@@ -36,4 +39,29 @@ func wrapEvents(t testing.TB, inner store.EventStore, keys crypto.KeyStore, opts
 		t.Fatalf("NewEventStore: %v", err)
 	}
 	return s
+}
+
+// sealedMemstoreEvents builds, per kit subtest, a sealing event store over
+// memstore with a keystore of its own.
+func sealedMemstoreEvents() storetest.EventStoreFactory {
+	return storetest.EventStoreFactory{
+		New: func(t *testing.T) store.EventStore {
+			return wrapEvents(t, memstore.NewEventStore(), openKeys(t, t.TempDir()), kitOptions())
+		},
+	}
+}
+
+// sealedSQLiteEvents builds, per kit subtest, a sealing event store over a
+// fresh SQLite file with a keystore beside it.
+func sealedSQLiteEvents() storetest.EventStoreFactory {
+	return storetest.EventStoreFactory{
+		New: func(t *testing.T) store.EventStore {
+			dir := t.TempDir()
+			inner, err := sqlite.OpenEventStore(filepath.Join(dir, "events.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wrapEvents(t, inner, openKeys(t, dir), kitOptions())
+		},
+	}
 }

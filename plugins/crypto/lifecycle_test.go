@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/loom-kernel/loom/plugins/crypto"
-	"github.com/loom-kernel/loom/plugins/sqlite"
 	"github.com/loom-kernel/loom/store"
 	"github.com/loom-kernel/loom/store/memstore"
 	"github.com/loom-kernel/loom/store/storetest"
@@ -19,24 +17,11 @@ import (
 // Compaction's capabilities: the trim is forwarded, the archive sealed.
 
 func TestPrefixTrimmerConformanceMemstore(t *testing.T) {
-	storetest.RunPrefixTrimmer(t, storetest.EventStoreFactory{
-		New: func(t *testing.T) store.EventStore {
-			return wrapEvents(t, memstore.NewEventStore(), openKeys(t, t.TempDir()), kitOptions())
-		},
-	})
+	storetest.RunPrefixTrimmer(t, sealedMemstoreEvents())
 }
 
 func TestPrefixTrimmerConformanceSQLite(t *testing.T) {
-	storetest.RunPrefixTrimmer(t, storetest.EventStoreFactory{
-		New: func(t *testing.T) store.EventStore {
-			dir := t.TempDir()
-			inner, err := sqlite.OpenEventStore(filepath.Join(dir, "events.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return wrapEvents(t, inner, openKeys(t, dir), kitOptions())
-		},
-	})
+	storetest.RunPrefixTrimmer(t, sealedSQLiteEvents())
 }
 
 func TestArchiveStoreConformanceMemstore(t *testing.T) {
