@@ -335,24 +335,33 @@ func truncate(s string, n int) string {
 // surrounding whitespace), never re-encoded, so Decode gives them back byte
 // for byte; metadata keys are written sorted. A payload or metadata value
 // that is not valid JSON is refused with *InvalidEnvelopeError.
-func Encode(e Envelope) ([]byte, error) {
+func Encode(e Envelope) ([]byte, error) { return encode(e, true) }
+
+// EncodeValid is Encode for an envelope Validate has already accepted: the
+// same bytes, without checking the payload and metadata values again. On
+// an envelope Validate would refuse its output is unspecified.
+func EncodeValid(e Envelope) []byte {
+	b, _ := encode(e, false)
+	return b
+}
+
+func encode(e Envelope, check bool) ([]byte, error) {
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	head := struct {
-		ID          string `json:"id"`
-		WorkflowID  string `json:"workflowId"`
-		ExecutionID string `json:"executionId"`
-		Type        string `json:"eventType"`
-		Sequence    int64  `json:"sequence"`
-		Timestamp   int64  `json:"timestamp"`
-	}{e.ID, e.WorkflowID, e.ExecutionID, e.Type, e.Sequence, e.Timestamp}
-	if err := enc.Encode(head); err != nil {
-		return nil, err
-	}
-	buf.Truncate(buf.Len() - 2) // "}\n"
+	buf.Grow(128 + len(e.Payload))
+	buf.WriteString(`{"id":`)
+	writeJSONString(&buf, e.ID)
+	buf.WriteString(`,"workflowId":`)
+	writeJSONString(&buf, e.WorkflowID)
+	buf.WriteString(`,"executionId":`)
+	writeJSONString(&buf, e.ExecutionID)
+	buf.WriteString(`,"eventType":`)
+	writeJSONString(&buf, e.Type)
+	buf.WriteString(`,"sequence":`)
+	buf.Write(strconv.AppendInt(buf.AvailableBuffer(), e.Sequence, 10))
+	buf.WriteString(`,"timestamp":`)
+	buf.Write(strconv.AppendInt(buf.AvailableBuffer(), e.Timestamp, 10))
 	buf.WriteString(`,"payload":`)
-	if err := writeRaw(&buf, "payload", e.PayloadOrNull()); err != nil {
+	if err := writeRaw(&buf, "payload", e.PayloadOrNull(), check); err != nil {
 		return nil, err
 	}
 	if len(e.Metadata) > 0 {
@@ -361,12 +370,9 @@ func Encode(e Envelope) ([]byte, error) {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
-			if err := enc.Encode(k); err != nil {
-				return nil, err
-			}
-			buf.Truncate(buf.Len() - 1) // "\n"
+			writeJSONString(&buf, k)
 			buf.WriteByte(':')
-			if err := writeRaw(&buf, "metadata."+k, e.Metadata[k]); err != nil {
+			if err := writeRaw(&buf, "metadata."+k, e.Metadata[k], check); err != nil {
 				return nil, err
 			}
 		}
@@ -376,8 +382,26 @@ func Encode(e Envelope) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func writeRaw(buf *bytes.Buffer, field string, raw json.RawMessage) error {
-	if !json.Valid(raw) {
+// writeJSONString writes s as encoding/json does without HTML escaping: a
+// printable ASCII string without '"' or '\\' as it is, anything else
+// through the encoder (its escapes, U+2028 and invalid UTF-8 included).
+func writeJSONString(buf *bytes.Buffer, s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			enc := json.NewEncoder(buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s)           // a string always encodes
+			buf.Truncate(buf.Len() - 1) // "\n"
+			return
+		}
+	}
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
+}
+
+func writeRaw(buf *bytes.Buffer, field string, raw json.RawMessage, check bool) error {
+	if check && !json.Valid(raw) {
 		return &InvalidEnvelopeError{Field: field, Reason: "not valid JSON"}
 	}
 	buf.Write(bytes.TrimSpace(raw))

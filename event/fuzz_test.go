@@ -164,3 +164,39 @@ func sameJSON(a, b any) bool {
 		return reflect.DeepEqual(a, b)
 	}
 }
+
+// FuzzEncodeStrings: Encode writes ids, types and metadata keys exactly as
+// encoding/json (HTML escaping off) would, whatever bytes they hold, and
+// EncodeValid writes the same bytes as Encode.
+func FuzzEncodeStrings(f *testing.F) {
+	for _, s := range []string{"exec-1", "a\"b\\c", "tab\there", "\u2028", "é", "\xff", "<&>", "\x7f", ""} {
+		f.Add(s, s+"k", int64(7), int64(-3))
+	}
+	f.Fuzz(func(t *testing.T, s, key string, seq, ts int64) {
+		e := event.Envelope{ID: s, WorkflowID: s + "w", ExecutionID: s, Type: s, Sequence: seq, Timestamp: ts,
+			Payload: json.RawMessage(`{"a":1}`), Metadata: map[string]json.RawMessage{key: json.RawMessage(`true`)}}
+		got, err := event.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		str := func(v string) string {
+			want.Reset()
+			if err := enc.Encode(v); err != nil {
+				t.Fatal(err)
+			}
+			return string(bytes.TrimSuffix(want.Bytes(), []byte("\n")))
+		}
+		ref := `{"id":` + str(e.ID) + `,"workflowId":` + str(e.WorkflowID) + `,"executionId":` + str(e.ExecutionID) +
+			`,"eventType":` + str(e.Type) + `,"sequence":` + strconv.FormatInt(seq, 10) + `,"timestamp":` + strconv.FormatInt(ts, 10) +
+			`,"payload":{"a":1},"metadata":{` + str(key) + `:true}}`
+		if string(got) != ref {
+			t.Fatalf("Encode wrote\n%s\nencoding/json would write\n%s", got, ref)
+		}
+		if valid := event.EncodeValid(e); !bytes.Equal(valid, got) {
+			t.Fatalf("EncodeValid wrote %s, Encode %s", valid, got)
+		}
+	})
+}

@@ -69,9 +69,11 @@ func (c chainer) describe() string {
 	return "key id " + c.keyID
 }
 
-// next returns H(prev || hashedBytes(e)), reusing h.
-func (c chainer) next(h hash.Hash, prev link, e event.Envelope) (link, error) {
-	body, err := hashedBytes(e)
+// next returns H(prev || hashedBytes(e)), reusing h. validated says e
+// passed event.Validate already (an append checked it), so its JSON values
+// need no second check.
+func (c chainer) next(h hash.Hash, prev link, e event.Envelope, validated bool) (link, error) {
+	body, err := hashedBytes(e, validated)
 	if err != nil {
 		return link{}, err
 	}
@@ -90,9 +92,9 @@ func (c chainer) next(h hash.Hash, prev link, e event.Envelope) (link, error) {
 // because a store may drop insignificant whitespace inside them. Encode
 // writes the fields in a fixed order and metadata keys sorted, so the bytes
 // depend on nothing but the envelope's content.
-func hashedBytes(e event.Envelope) ([]byte, error) {
+func hashedBytes(e event.Envelope, validated bool) ([]byte, error) {
 	e.ExecutionID = ""
-	if len(e.Metadata) > 0 {
+	if needsCopy(e.Metadata) {
 		m := make(map[string]json.RawMessage, len(e.Metadata))
 		for k, v := range e.Metadata {
 			if k == MetadataKey {
@@ -109,7 +111,21 @@ func hashedBytes(e event.Envelope) ([]byte, error) {
 		}
 		e.Metadata = m
 	}
+	if validated {
+		return event.EncodeValid(e), nil
+	}
 	return event.Encode(e)
+}
+
+// needsCopy reports whether hashedBytes must rewrite metadata: it holds
+// the chain member or a value with whitespace to compact.
+func needsCopy(meta map[string]json.RawMessage) bool {
+	for k, v := range meta {
+		if k == MetadataKey || bytes.ContainsAny(v, " \t\r\n") {
+			return true
+		}
+	}
+	return false
 }
 
 // format renders l as a chain member value (a JSON string).

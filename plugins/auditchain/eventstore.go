@@ -180,7 +180,7 @@ func (s *EventStore) append(ctx context.Context, executionID string, expected in
 	chained := make([]event.Envelope, len(events))
 	h := s.chain.newHash()
 	for i, e := range events {
-		l, err := s.chain.next(h, prev, e)
+		l, err := s.chain.next(h, prev, e, true)
 		if err != nil {
 			return &store.InvalidAppendError{Index: i, Reason: "envelope refused", Err: err}
 		}

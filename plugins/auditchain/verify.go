@@ -154,7 +154,7 @@ func keyName(id string) string {
 
 // next is chainer.next for an envelope the verifier may not encode.
 func (v *verifier) next(prev link, e event.Envelope) (link, bool) {
-	l, err := v.c.next(v.h, prev, e)
+	l, err := v.c.next(v.h, prev, e, false)
 	return l, err == nil
 }
 
