@@ -69,8 +69,11 @@ func (e *CompactedHistoryError) Error() string {
 // Compact moves the events 1..through of execution id into Config.Archive
 // and drops them from its log, after saving a snapshot at through, so the
 // execution loads, resumes and replays as before. The start event and the
-// last event always stay. It is idempotent and resumable: each write
-// (snapshot, archive, trim) can be repeated, so a compaction a crash
+// last event always stay. The events reach the archive as the store
+// beneath any wrapper holds them (store.ArchiveRange), so Config.Archive
+// wraps the archive as Config.Events wraps the log (docs/lifecycle.md). It
+// is idempotent and resumable: each write (archive, snapshot, trim) can be
+// repeated, so a compaction a crash
 // interrupted is finished by running it again, and nothing is lost or left
 // in both places once it returns. A through at or below the current
 // compaction point changes nothing.
@@ -78,8 +81,9 @@ func (e *CompactedHistoryError) Error() string {
 // It needs Config.Archive, Config.Snapshots and an event store that is a
 // store.PrefixTrimmer (*NotConfiguredError otherwise), and refuses a
 // through below 1, at the log's last event or past it with *CompactError
-// — appending, archiving and trimming nothing. With an Authorizer it is a
-// "compact".
+// — appending, archiving and trimming nothing; so is an archive that is
+// not the event store wrapper's own (*store.ArchiveLayerError). With an
+// Authorizer it is a "compact".
 func (rt *Runtime) Compact(ctx context.Context, id string, through int64) (CompactResult, error) {
 	res := CompactResult{ExecutionID: id}
 	if err := event.ValidateID("execution id", id); err != nil {
@@ -116,7 +120,7 @@ func (rt *Runtime) Compact(ctx context.Context, id string, through int64) (Compa
 	case through <= trimmed:
 		return res, nil
 	}
-	// 1. The snapshot that stands for the history: the state at through.
+	// The state at through, which the snapshot will hold (nothing written yet).
 	at, err := rt.stateAt(ctx, id, through)
 	if err != nil {
 		return res, err
@@ -125,26 +129,25 @@ func (rt *Runtime) Compact(ctx context.Context, id string, through int64) (Compa
 	if err != nil {
 		return res, err
 	}
+	// 1. The events, into the archive (idempotent: a crash before the trim
+	// leaves them in both places, identical, until the next Compact), as
+	// the store beneath any wrapper holds them (store.PrefixArchiver).
+	n, err := store.ArchiveRange(ctx, rt.cfg.Events, rt.cfg.Archive, id, trimmed+1, through)
+	if err != nil {
+		return res, fmt.Errorf("loom: compacting %q: archiving #%d..#%d: %w", id, trimmed+1, through, err)
+	}
+	if int64(n) != through-trimmed {
+		return res, fmt.Errorf("loom: compacting %q: the log holds %d of the events #%d..#%d", id, n, trimmed+1, through)
+	}
+	// 2. The snapshot that stands for the history.
 	if err := rt.cfg.Snapshots.Save(ctx, store.Snapshot{ExecutionID: id, Sequence: through, SchemaVersion: event.SchemaVersion, State: b}); err != nil {
 		return res, fmt.Errorf("loom: compacting %q: saving the snapshot at #%d: %w", id, through, err)
-	}
-	// 2. The events, into the archive (idempotent: a crash before the trim
-	// leaves them in both places, identical, until the next Compact).
-	evs, err := store.ReadRange(ctx, rt.cfg.Events, id, trimmed+1, through+1)
-	if err != nil {
-		return res, err
-	}
-	if int64(len(evs)) != through-trimmed {
-		return res, fmt.Errorf("loom: compacting %q: the log holds %d of the events #%d..#%d", id, len(evs), trimmed+1, through)
-	}
-	if err := rt.cfg.Archive.Archive(ctx, id, evs); err != nil {
-		return res, fmt.Errorf("loom: compacting %q: archiving #%d..#%d: %w", id, trimmed+1, through, err)
 	}
 	// 3. Out of the log.
 	if err := trimmer.TrimThrough(ctx, id, through); err != nil {
 		return res, fmt.Errorf("loom: compacting %q: trimming the log through #%d: %w", id, through, err)
 	}
-	res.Through, res.Archived = through, len(evs)
+	res.Through, res.Archived = through, n
 	return res, nil
 }
 
@@ -271,17 +274,17 @@ func (rt *Runtime) trimInbox(ctx context.Context, trimmer store.PrefixTrimmer, i
 			moved += int(through - trimmed)
 			continue
 		}
-		evs, err := store.ReadRange(ctx, rt.cfg.Events, stream, trimmed+1, through+1)
+		k, err := store.ArchiveRange(ctx, rt.cfg.Events, rt.cfg.Archive, stream, trimmed+1, through)
 		if err != nil {
-			return moved, err
-		}
-		if err := rt.cfg.Archive.Archive(ctx, stream, evs); err != nil {
 			return moved, fmt.Errorf("loom: trimming the inbox of %q: archiving %s: %w", id, topic, err)
+		}
+		if int64(k) != through-trimmed {
+			return moved, fmt.Errorf("loom: trimming the inbox of %q: the stream %s holds %d of the messages #%d..#%d", id, topic, k, trimmed+1, through)
 		}
 		if err := trimmer.TrimThrough(ctx, stream, through); err != nil {
 			return moved, fmt.Errorf("loom: trimming the inbox of %q: %s: %w", id, topic, err)
 		}
-		moved += len(evs)
+		moved += k
 	}
 	return moved, nil
 }

@@ -17,8 +17,9 @@ import (
 
 // Versions of the lifecycle SPIs.
 const (
-	ArchiveStoreSPIVersion  = "1.0.0"
-	PrefixTrimmerSPIVersion = "1.0.0"
+	ArchiveStoreSPIVersion   = "1.0.0"
+	PrefixTrimmerSPIVersion  = "1.0.0"
+	PrefixArchiverSPIVersion = "1.0.0"
 )
 
 // ArchiveStore keeps the events compaction moved out of logs. Archive is
@@ -51,6 +52,59 @@ type PrefixTrimmer interface {
 	// TrimmedThrough returns the log's trim point: the highest sequence
 	// removed, 0 when nothing was (or for an unknown execution).
 	TrimmedThrough(ctx context.Context, executionID string) (int64, error)
+}
+
+// PrefixArchiver is an optional EventStore capability of a store that
+// wraps another and changes envelopes on the way (encryption, the audit
+// chain): it moves a range of a log into an archive as the store beneath
+// holds it, byte for byte, rather than as its reads return it. The
+// archive then keeps what the log kept — sealed members stay sealed, chain
+// links stay verifiable — and the wrapper's own ArchiveStore wrapper
+// (passed as archive) turns it back into what reads return.
+type PrefixArchiver interface {
+	// ArchiveRange archives the events of executionID with
+	// from <= sequence <= through into archive, which is the archive the
+	// caller configured: a wrapper unwraps its own layer of it and passes
+	// the rest down (ArchiveRange below), refusing, before anything is
+	// written, an archive that is not its layer's. It returns the number of
+	// events archived, which is less than through-from+1 only when the log
+	// no longer holds some of them.
+	ArchiveRange(ctx context.Context, archive ArchiveStore, executionID string, from, through int64) (int, error)
+}
+
+// ArchiveRange archives the events from..through of executionID in events
+// into archive: through events' PrefixArchiver when it is one, else by
+// reading them (ReadRange) and archiving what was read. It returns the
+// number archived.
+func ArchiveRange(ctx context.Context, events EventStore, archive ArchiveStore, executionID string, from, through int64) (int, error) {
+	if pa, ok := events.(PrefixArchiver); ok {
+		return pa.ArchiveRange(ctx, archive, executionID, from, through)
+	}
+	evs, err := ReadRange(ctx, events, executionID, from, through+1)
+	if err != nil {
+		return 0, err
+	}
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	if err := archive.Archive(ctx, executionID, evs); err != nil {
+		return 0, err
+	}
+	return len(evs), nil
+}
+
+// ArchiveLayerError refuses an ArchiveRange whose archive is not the
+// wrapping store's own archive wrapper: archiving the store's bytes there
+// would make the archive read back differently from the log. Nothing was
+// written.
+type ArchiveLayerError struct {
+	Store string // the wrapping event store, e.g. "auditchain.EventStore"
+	Want  string // what the archive must be, e.g. "auditchain.WrapArchive(...)"
+	Got   string // the archive's type
+}
+
+func (e *ArchiveLayerError) Error() string {
+	return fmt.Sprintf("store: %s archives through %s, and the configured archive is a %s: wrap the archive in the same order as the event store", e.Store, e.Want, e.Got)
 }
 
 // TrimError is TrimThrough's refusal; nothing was removed.

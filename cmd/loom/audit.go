@@ -97,6 +97,7 @@ func (c *cli) auditVerify(s *openedStore, ids []string, all bool, opts auditchai
 			return err
 		}
 	}
+	opts.Archive = s.archive
 	rep := auditReport{Executions: []auditVerdict{}, OK: true}
 	prog := c.newProgress()
 	for i, id := range ids {

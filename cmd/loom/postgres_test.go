@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/plugins/auditchain"
 	"github.com/loom-kernel/loom/plugins/postgres"
 )
 
@@ -63,7 +64,17 @@ func TestReadCommandsOnPostgreSQL(t *testing.T) {
 		}
 		return loom.Suspend[int](c, "approve")
 	})
-	rt, err := loom.New(loom.Config{Events: st.Events, Snapshots: st.Snapshots, Flows: []*loom.Flow{flow}})
+	// The log is chained (unkeyed) and pg-0 compacted, so audit verify
+	// reads the archive and the compaction point through the CLI's reader.
+	chained, err := auditchain.Wrap(st.Events, auditchain.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := auditchain.WrapArchive(st.Archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := loom.New(loom.Config{Events: chained, Snapshots: st.Snapshots, Archive: archive, Flows: []*loom.Flow{flow}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +87,17 @@ func TestReadCommandsOnPostgreSQL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if res, err := rt.Compact(ctx, "pg-0", 1); err != nil || res.Archived != 1 {
+		t.Fatalf("Compact = %+v, %v", res, err)
+	}
 	rt.Close()
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
 	store := withSchema(t, dsn, schema)
+	if out := mustLoom(t, bin, "audit", "verify", "--all", "--store", store); strings.Count(out, "chain intact") != 3 {
+		t.Fatalf("audit verify --all on PostgreSQL:\n%s", out)
+	}
 	out := mustLoom(t, bin, "ls", "--store", store)
 	for i := range 3 {
 		if !strings.Contains(out, fmt.Sprintf("pg-%d", i)) || !strings.Contains(out, "suspended") {
@@ -125,6 +142,7 @@ func pgReadOnlyCommands(t *testing.T, bin, dsn, schema, store string) {
 		{"diff", "pg-1", "--from", "0"},
 		{"replay-check", "pg-0"},
 		{"gate", "pg-2"},
+		{"audit", "verify", "pg-0"},
 	} {
 		mustLoom(t, bin, append(args, "--store", store)...)
 	}

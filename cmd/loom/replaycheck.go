@@ -10,6 +10,7 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/replay"
 	"github.com/loom-kernel/loom/snapshot"
 	"github.com/loom-kernel/loom/store"
 )
@@ -23,8 +24,9 @@ func (c *cli) replayCheckCommand() *cobra.Command {
 sequence of every stored snapshot, compares the snapshot's state with the
 re-folded one byte for byte (fold.Encode): fold(snapshot, tail) must equal
 fold(log) for every snapshot (spec §4). It also checks the log's sequences are
-contiguous from 0. It exits 3 on any mismatch, naming the sequence and the
-first differing path.`,
+contiguous from 0. A compacted log is re-folded whole, the events compaction
+moved into the store's archive in their place. It exits 3 on any mismatch,
+naming the sequence and the first differing path.`,
 		Args: c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			return c.withStore(storeSpec, func(s *openedStore) error { return c.replayCheck(s, a[0]) })
@@ -52,7 +54,8 @@ type replayReport struct {
 }
 
 func (c *cli) replayCheck(s *openedStore, id string) error {
-	log, err := s.Events.ReadFrom(c.ctx, id, 0)
+	// A compacted log is re-folded whole: its archived events in place.
+	log, err := replay.History(c.ctx, s.Events, s.archive, id)
 	if err != nil {
 		return err
 	}

@@ -8,11 +8,14 @@ import (
 
 	"github.com/loom-kernel/loom/inspect"
 	"github.com/loom-kernel/loom/plugins/sqlite"
+	"github.com/loom-kernel/loom/store"
 )
 
 // openedStore is a store opened for reading, and how to close it.
 type openedStore struct {
 	inspect.Source
+	// archive holds the events compaction moved out of the logs.
+	archive store.ArchiveStore
 	// name says which store, in messages ("incident.db").
 	name  string
 	close func() error
@@ -67,8 +70,9 @@ func (c *cli) openSQLite(path string) (*openedStore, error) {
 	return &openedStore{
 		Source: inspect.Source{Events: events, Snapshots: db.SnapshotStore(), Branches: db.BranchRegistry(),
 			Follow: events.Subscribe},
-		name:  path,
-		close: db.Close,
+		archive: db.ArchiveStore(),
+		name:    path,
+		close:   db.Close,
 	}, nil
 }
 

@@ -60,7 +60,7 @@ func openPostgres(ctx context.Context, dsn string) (*openedStore, error) {
 	events := &pgEvents{r}
 	src := inspect.Source{Events: events, Snapshots: &pgSnapshots{r}, Branches: &pgRefs{r},
 		Follow: inspect.PollingFollow(events, pgFollowInterval)}
-	return &openedStore{Source: src, name: "postgres schema " + schema, close: func() error { pool.Close(); return nil }}, nil
+	return &openedStore{Source: src, archive: &pgArchive{r}, name: "postgres schema " + schema, close: func() error { pool.Close(); return nil }}, nil
 }
 
 // splitSchema removes the loom_schema parameter from a DSN URL.
@@ -86,6 +86,9 @@ type pgReader struct {
 	q       string // the quoted schema
 	hasRefs bool
 	hasSnap bool
+	// hasArchive: the schema has compaction (the archive table and
+	// executions.trimmed).
+	hasArchive bool
 }
 
 // check refuses a schema without a Loom store, or one whose tables are not
@@ -106,7 +109,7 @@ func (r *pgReader) check(ctx context.Context) error {
 	if !has["schema_migrations"] || !has["events"] || !has["executions"] {
 		return notFoundf("no Loom store in schema %q: pass the schema your app writes with ?%s=NAME", r.schema, schemaParam)
 	}
-	r.hasSnap, r.hasRefs = has["snapshots"], has["refs"]
+	r.hasSnap, r.hasRefs, r.hasArchive = has["snapshots"], has["refs"], has["archive"]
 	var version int
 	if err := r.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM `+r.q+`.schema_migrations`).Scan(&version); err != nil {
 		return fmt.Errorf("reading the schema version of %q: %w", r.schema, err)
@@ -118,6 +121,9 @@ func (r *pgReader) check(ctx context.Context) error {
 	}
 	if r.hasRefs {
 		stmts = append(stmts, r.refList())
+	}
+	if r.hasArchive {
+		stmts = append(stmts, r.archivedRange(), r.trimmedThrough())
 	}
 	for _, s := range stmts {
 		if _, err := r.pool.Exec(ctx, "EXPLAIN "+s, pgArgs(s)...); err != nil {
@@ -150,6 +156,14 @@ func (r *pgReader) listExecutions() string {
 	return `SELECT execution_id, workflow_id, length FROM ` + r.q + `.executions WHERE execution_id > $1::text AND length > 0 ORDER BY execution_id LIMIT $2::bigint`
 }
 
+func (r *pgReader) archivedRange() string {
+	return `SELECT ` + pgEventCols + ` FROM ` + r.q + `.archive WHERE execution_id = $1::text AND sequence >= $2::bigint AND ($3::bigint < 0 OR sequence < $3::bigint) ORDER BY sequence`
+}
+
+func (r *pgReader) trimmedThrough() string {
+	return `SELECT trimmed FROM ` + r.q + `.executions WHERE execution_id = $1::text`
+}
+
 func (r *pgReader) snapshotAt() string {
 	return `SELECT sequence, schema_version, state FROM ` + r.q + `.snapshots WHERE execution_id = $1::text AND sequence <= $2::bigint ORDER BY sequence DESC LIMIT 1`
 }
@@ -166,8 +180,10 @@ func pgText(s string) bool { return !strings.ContainsRune(s, 0) }
 type pgEvents struct{ r *pgReader }
 
 var (
-	_ store.EventStore  = (*pgEvents)(nil)
-	_ store.RangeReader = (*pgEvents)(nil)
+	_ store.EventStore    = (*pgEvents)(nil)
+	_ store.RangeReader   = (*pgEvents)(nil)
+	_ store.PrefixTrimmer = (*pgEvents)(nil)
+	_ store.ArchiveStore  = (*pgArchive)(nil)
 )
 
 // errReadOnly is what a write through a read-only store returns.
@@ -244,6 +260,38 @@ func (s *pgEvents) ListExecutions(ctx context.Context, after string, limit int) 
 }
 
 func (s *pgEvents) Close() error { return nil }
+
+// TrimThrough is a write: errReadOnly.
+func (s *pgEvents) TrimThrough(context.Context, string, int64) error { return errReadOnly }
+
+// TrimmedThrough reads the log's compaction point (0 for a schema from
+// before compaction, or an unknown execution).
+func (s *pgEvents) TrimmedThrough(ctx context.Context, id string) (int64, error) {
+	if !s.r.hasArchive || !pgText(id) {
+		return 0, nil
+	}
+	var trimmed int64
+	err := s.r.pool.QueryRow(ctx, s.r.trimmedThrough(), id).Scan(&trimmed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the compaction point of %s: %w", id, err)
+	}
+	return trimmed, nil
+}
+
+// pgArchive is the read-only archive. Archive returns errReadOnly.
+type pgArchive struct{ r *pgReader }
+
+func (a *pgArchive) Archive(context.Context, string, []event.Envelope) error { return errReadOnly }
+
+func (a *pgArchive) ReadArchived(ctx context.Context, id string, from, to int64) ([]event.Envelope, error) {
+	if !a.r.hasArchive || !pgText(id) {
+		return nil, nil
+	}
+	return (&pgEvents{a.r}).scan(ctx, id, a.r.archivedRange(), id, from, to)
+}
 
 // pgSnapshots is the read-only snapshot store. Save returns errReadOnly.
 type pgSnapshots struct{ r *pgReader }

@@ -21,10 +21,15 @@ type Inner interface {
 	store.ExecutionDeleter
 	store.Fencer
 	store.StatusIndex
+	store.PrefixTrimmer
 }
 
-// Interface checks: the wrapper offers exactly what Inner has.
-var _ Inner = (*EventStore)(nil)
+// Interface checks: the wrapper offers exactly what Inner has, and moves
+// compacted history with its links (store.PrefixArchiver).
+var (
+	_ Inner                = (*EventStore)(nil)
+	_ store.PrefixArchiver = (*EventStore)(nil)
+)
 
 // MinKeyBytes is the shortest HMAC key Wrap accepts.
 const MinKeyBytes = 16
@@ -45,6 +50,11 @@ type Options struct {
 	// DefaultCacheSize; negative disables the cache, so every append of a
 	// non-empty log reads its last event first). Only Wrap reads it.
 	CacheSize int
+	// Archive is where compaction moved a log's settled history (the
+	// archive the app configured, WrapArchive's or the one beneath it).
+	// VerifyExecution reads a compacted log's archived events from it and
+	// verifies them in place; only VerifyExecution reads it.
+	Archive store.ArchiveStore
 	// Limits are the inner store's envelope limits: a batch is checked
 	// against them (store.ValidateAppend) before it is chained, so a
 	// refusal is the typed error the inner store would return. The member
@@ -125,6 +135,7 @@ func Wrap(inner store.EventStore, opts Options) (*EventStore, error) {
 		{"store.ExecutionDeleter", is[store.ExecutionDeleter](inner)},
 		{"store.Fencer", is[store.Fencer](inner)},
 		{"store.StatusIndex", is[store.StatusIndex](inner)},
+		{"store.PrefixTrimmer", is[store.PrefixTrimmer](inner)},
 	} {
 		if !c.ok {
 			return nil, &MissingCapabilityError{Store: fmt.Sprintf("%T", inner), Capability: c.name}
@@ -282,6 +293,32 @@ func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) er
 	err := s.inner.DeleteExecution(ctx, executionID)
 	s.heads.drop(executionID)
 	return err
+}
+
+// TrimThrough implements store.PrefixTrimmer (the inner store's). The
+// head stays, so the chain goes on from it; the removed events verify
+// from the archive (Options.Archive).
+func (s *EventStore) TrimThrough(ctx context.Context, executionID string, through int64) error {
+	return s.inner.TrimThrough(ctx, executionID, through)
+}
+
+// TrimmedThrough implements store.PrefixTrimmer (the inner store's).
+func (s *EventStore) TrimmedThrough(ctx context.Context, executionID string) (int64, error) {
+	return s.inner.TrimmedThrough(ctx, executionID)
+}
+
+// ArchiveRange implements store.PrefixArchiver: the events move into the
+// archive beneath archive, which must be WrapArchive's, with their chain
+// members, so the archived history verifies with the log
+// (VerifyExecution with Options.Archive) and reads back through the
+// wrapper without them. Another archive is refused with
+// *store.ArchiveLayerError, writing nothing.
+func (s *EventStore) ArchiveRange(ctx context.Context, archive store.ArchiveStore, executionID string, from, through int64) (int, error) {
+	a, ok := archive.(*ArchiveStore)
+	if !ok {
+		return 0, &store.ArchiveLayerError{Store: "auditchain.EventStore", Want: "auditchain.WrapArchive(archive)", Got: fmt.Sprintf("%T", archive)}
+	}
+	return store.ArchiveRange(ctx, s.inner, a.inner, executionID, from, through)
 }
 
 // AcquireFence implements store.Fencer (the inner store's).

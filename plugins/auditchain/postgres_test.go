@@ -53,8 +53,15 @@ func freshSchema(t *testing.T, dsn string) string {
 	return name
 }
 
-// TestChainTamperPostgres tampers with rows of a PostgreSQL schema directly.
+// TestChainTamperPostgres tampers with rows of a PostgreSQL schema
+// directly, in the log and (compacted) in the archive.
 func TestChainTamperPostgres(t *testing.T) {
+	for name, compacted := range map[string]bool{"Log": false, "Compacted": true} {
+		t.Run(name, func(t *testing.T) { tamperPostgres(t, compacted) })
+	}
+}
+
+func tamperPostgres(t *testing.T, compacted bool) {
 	dsn := postgresDSN(t)
 	schema := freshSchema(t, dsn)
 	ctx := testContext(t)
@@ -63,7 +70,7 @@ func TestChainTamperPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAuditedApp(t, st.Events, st.Snapshots, st.Branches, st.Close, auditchain.Options{Key: testKey})
+	a := newAuditedApp(t, st.Events, st.Snapshots, st.Branches, st.Archive, st.Close, auditchain.Options{Key: testKey})
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +82,7 @@ func TestChainTamperPostgres(t *testing.T) {
 	}()
 	d := dialect{
 		table:      pgx.Identifier{schema, "events"}.Sanitize(),
+		archive:    pgx.Identifier{schema, "archive"}.Sanitize(),
 		timestamp:  "timestamp_ms",
 		arg:        func(n int) string { return fmt.Sprintf("$%d", n) },
 		dropMember: `(metadata::jsonb - '` + auditchain.MetadataKey + `')::text`,
@@ -83,7 +91,7 @@ func TestChainTamperPostgres(t *testing.T) {
 			return err
 		},
 	}
-	runTamperCases(t, a, d, func(id string, vo auditchain.Options) auditchain.Result {
+	runTamperCases(t, a, d, compacted, func(id string, vo auditchain.Options) auditchain.Result {
 		st, err := postgres.Storage(testContext(t), opts)
 		if err != nil {
 			t.Fatal(err)
@@ -93,6 +101,7 @@ func TestChainTamperPostgres(t *testing.T) {
 				t.Error(err)
 			}
 		}()
+		vo.Archive = st.Archive
 		return verifyIn(t, st.Events, id, vo)
 	})
 }

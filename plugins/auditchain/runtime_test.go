@@ -68,19 +68,24 @@ func openAuditedApp(t testing.TB, path string, opts auditchain.Options) *audited
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newAuditedApp(t, st.Events, st.Snapshots, st.Branches, st.Close, opts)
+	return newAuditedApp(t, st.Events, st.Snapshots, st.Branches, st.Archive, st.Close, opts)
 }
 
-// newAuditedApp runs a runtime over inner, chained under opts; closeStore
-// closes the stores.
+// newAuditedApp runs a runtime over inner, chained under opts, compacting
+// into archive (wrapped with auditchain.WrapArchive); closeStore closes the
+// stores.
 func newAuditedApp(t testing.TB, inner store.EventStore, snaps store.SnapshotStore, refs store.BranchRegistry,
-	closeStore func() error, opts auditchain.Options) *auditedApp {
+	archive store.ArchiveStore, closeStore func() error, opts auditchain.Options) *auditedApp {
 	t.Helper()
 	events, err := auditchain.Wrap(inner, opts)
 	if err != nil {
 		t.Fatal(errors.Join(err, closeStore()))
 	}
-	rt, err := loom.New(loom.Config{Events: events, Snapshots: snaps, Branches: refs,
+	chainedArchive, err := auditchain.WrapArchive(archive)
+	if err != nil {
+		t.Fatal(errors.Join(err, closeStore()))
+	}
+	rt, err := loom.New(loom.Config{Events: events, Snapshots: snaps, Branches: refs, Archive: chainedArchive,
 		Flows: []*loom.Flow{auditFlow()}, SnapshotEvery: 3})
 	if err != nil {
 		t.Fatal(errors.Join(err, closeStore()))

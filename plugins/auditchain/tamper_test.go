@@ -23,11 +23,16 @@ import (
 // events after it.
 const tamperAt = 3
 
+// compactThrough is where the compacted variants compact every log, so
+// the cases at tamperAt and tamperAt+1 tamper with archived events.
+const compactThrough = tamperAt + 2
+
 // dialect renders the statements of one database.
 type dialect struct {
-	// table is the events table's name; arg(n) the n-th placeholder.
-	table string
-	arg   func(n int) string
+	// table is the events table's name, archive the archive's; arg(n) the
+	// n-th placeholder.
+	table, archive string
+	arg            func(n int) string
 	// timestamp is the events table's timestamp column.
 	timestamp string
 	// dropMember removes the chain member from the metadata column.
@@ -82,17 +87,31 @@ func tamperCases() []tamperCase {
 // runTamperCases completes one execution per case on a, closes it, tampers
 // with each through d, then verifies every execution with verify: each
 // tampered one fails at its case's sequence for its case's reason, the
-// untouched one still verifies, and another key fails at sequence 0.
-func runTamperCases(t *testing.T, a *auditedApp, d dialect,
+// untouched one still verifies, and another key fails at sequence 0. With
+// compacted, every log is first compacted through compactThrough, and a
+// case inside that range tampers with the archive's rows instead: the
+// archived history verifies in place, as the log would.
+func runTamperCases(t *testing.T, a *auditedApp, d dialect, compacted bool,
 	verify func(id string, opts auditchain.Options) auditchain.Result) {
 	cases := tamperCases()
 	for _, c := range cases {
 		a.complete(t, c.name)
 	}
 	a.complete(t, "untouched")
+	if compacted {
+		for _, c := range append(cases, tamperCase{name: "untouched"}) {
+			if res, err := a.rt.Compact(testContext(t), c.name, compactThrough); err != nil || res.Archived != compactThrough {
+				t.Fatalf("%s: Compact = %+v, %v; want %d events archived", c.name, res, err, compactThrough)
+			}
+		}
+	}
 	a.close(t)
 	ctx := testContext(t)
 	for _, c := range cases {
+		d := d
+		if compacted && c.seq >= 1 && c.seq <= compactThrough {
+			d.table = d.archive
+		}
 		for _, q := range c.stmts(d) {
 			if err := d.exec(ctx, q, c.name); err != nil {
 				t.Fatalf("%s: %s: %v", c.name, q, err)
@@ -118,8 +137,15 @@ func runTamperCases(t *testing.T, a *auditedApp, d dialect,
 	}
 }
 
-// TestChainTamperSQLite tampers with rows of a SQLite file directly.
+// TestChainTamperSQLite tampers with rows of a SQLite file directly, in
+// the log and (compacted) in the archive.
 func TestChainTamperSQLite(t *testing.T) {
+	for name, compacted := range map[string]bool{"Log": false, "Compacted": true} {
+		t.Run(name, func(t *testing.T) { tamperSQLite(t, compacted) })
+	}
+}
+
+func tamperSQLite(t *testing.T, compacted bool) {
 	path := filepath.Join(t.TempDir(), "audit.db")
 	a := openAuditedApp(t, path, auditchain.Options{Key: testKey})
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -133,6 +159,7 @@ func TestChainTamperSQLite(t *testing.T) {
 	}()
 	d := dialect{
 		table:      "events",
+		archive:    "archive",
 		timestamp:  "timestamp",
 		arg:        func(int) string { return "?" },
 		dropMember: `json_remove(metadata, '$.` + auditchain.MetadataKey + `')`,
@@ -141,7 +168,7 @@ func TestChainTamperSQLite(t *testing.T) {
 			return err
 		},
 	}
-	runTamperCases(t, a, d, func(id string, opts auditchain.Options) auditchain.Result {
+	runTamperCases(t, a, d, compacted, func(id string, opts auditchain.Options) auditchain.Result {
 		ro, err := sqlite.OpenReadOnly(path)
 		if err != nil {
 			t.Fatal(err)
@@ -151,6 +178,7 @@ func TestChainTamperSQLite(t *testing.T) {
 				t.Error(err)
 			}
 		}()
+		opts.Archive = ro.ArchiveStore()
 		return verifyIn(t, ro.EventStore(), id, opts)
 	})
 }

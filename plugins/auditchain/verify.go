@@ -69,13 +69,18 @@ func Verify(log []event.Envelope, opts Options) Result {
 // VerifyExecution reads the whole log of executionID from events and
 // verifies it. Given the wrapper itself, it reads the inner store, whose
 // envelopes carry the member. An unknown execution has an empty log, which
-// verifies with Length 0.
+// verifies with Length 0. A compacted log (store.PrefixTrimmer) is
+// verified with its archived events in place, read from Options.Archive;
+// without one it is refused with *CompactedLogError.
 func VerifyExecution(ctx context.Context, events store.EventStore, executionID string, opts Options) (Result, error) {
 	if w, ok := events.(*EventStore); ok {
 		events = w.inner
 	}
 	log, err := events.ReadFrom(ctx, executionID, 0)
 	if err != nil {
+		return Result{}, err
+	}
+	if log, err = withArchived(ctx, events, executionID, log, opts.Archive); err != nil {
 		return Result{}, err
 	}
 	r := Verify(log, opts)
@@ -202,4 +207,54 @@ func (v *verifier) classify(i int, prev, got link, m member) (Reason, string) {
 		}
 	}
 	return ReasonEdited, fmt.Sprintf("its bytes chain to %s…, its member says %s…", hex.EncodeToString(got[:6]), hex.EncodeToString(m.link[:6]))
+}
+
+// CompactedLogError refuses to verify a compacted log without the archive
+// its settled history moved into: the chain would read as broken at the
+// first removed sequence.
+type CompactedLogError struct {
+	ExecutionID string
+	Through     int64 // the log's compaction point
+	// NoArchive is true when no archive was given; else the archive held
+	// none of the events 1..Through.
+	NoArchive bool
+}
+
+func (e *CompactedLogError) Error() string {
+	if e.NoArchive {
+		return fmt.Sprintf("auditchain: %q is compacted through #%d: verify it with the archive its history moved into (Options.Archive, loom audit verify reads the store's)", e.ExecutionID, e.Through)
+	}
+	return fmt.Sprintf("auditchain: %q is compacted through #%d and the archive given holds none of the events #1..#%d: pass the archive compaction wrote", e.ExecutionID, e.Through, e.Through)
+}
+
+// withArchived puts the archived events 1..through of a compacted log back
+// between its start event and its tail, as the chain covered them.
+func withArchived(ctx context.Context, events store.EventStore, executionID string, log []event.Envelope, archive store.ArchiveStore) ([]event.Envelope, error) {
+	tr, ok := events.(store.PrefixTrimmer)
+	if !ok || len(log) == 0 {
+		return log, nil
+	}
+	through, err := tr.TrimmedThrough(ctx, executionID)
+	if err != nil || through == 0 {
+		return log, err
+	}
+	if archive == nil {
+		return nil, &CompactedLogError{ExecutionID: executionID, Through: through, NoArchive: true}
+	}
+	if a, ok := archive.(*ArchiveStore); ok {
+		archive = a.inner
+	}
+	archived, err := archive.ReadArchived(ctx, executionID, 1, through+1)
+	if err != nil {
+		return nil, err
+	}
+	if len(archived) == 0 {
+		return nil, &CompactedLogError{ExecutionID: executionID, Through: through}
+	}
+	// An archived event missing, or one past the compaction point, is for
+	// the chain to name (deleted, reordered).
+	out := make([]event.Envelope, 0, len(log)+len(archived))
+	out = append(out, log[0])
+	out = append(out, archived...)
+	return append(out, log[1:]...), nil
 }

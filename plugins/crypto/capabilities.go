@@ -2,6 +2,7 @@ package crypto
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/loom-kernel/loom/event"
@@ -113,6 +114,26 @@ func (s *EventStore) TrimmedThrough(ctx context.Context, executionID string) (in
 		return 0, err
 	}
 	return tr.TrimmedThrough(ctx, executionID)
+}
+
+// ArchiveRange implements store.PrefixArchiver: the events move, sealed
+// as the log holds them, into the archive beneath archive, which must be
+// this log's NewArchiveStore (it opens them on ReadArchived). Another
+// archive is refused with *store.ArchiveLayerError, writing nothing: the
+// archive would otherwise hold sealed members it cannot open, or (as reads
+// of this store return them) plaintext.
+func (s *EventStore) ArchiveRange(ctx context.Context, archive store.ArchiveStore, executionID string, from, through int64) (int, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	a, ok := archive.(*ArchiveStore)
+	if !ok {
+		return 0, &store.ArchiveLayerError{Store: "crypto.EventStore", Want: "crypto.NewArchiveStore(archive, ...)", Got: fmt.Sprintf("%T", archive)}
+	}
+	if a.closed.Load() {
+		return 0, store.ErrClosed
+	}
+	return store.ArchiveRange(ctx, s.inner, a.inner, executionID, from, through)
 }
 
 func (s *EventStore) trimmer() (store.PrefixTrimmer, error) {
