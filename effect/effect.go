@@ -92,6 +92,16 @@ func FromContext(ctx context.Context) *Context {
 // its deadline passes, or the step's deadline does.
 func (c *Context) Ctx() context.Context { return c.ctx }
 
+// WithContext returns a copy of c whose Ctx is ctx, for a middleware that
+// hands the middleware and the effect inside it a context with a value
+// added (FromContext of the new Ctx returns the copy). ctx must derive
+// from c.Ctx(), so cancellation and deadlines still reach the effect.
+func (c *Context) WithContext(ctx context.Context) *Context {
+	cc := *c
+	cc.ctx = context.WithValue(ctx, contextKey{}, &cc)
+	return &cc
+}
+
 // Emit appends a fact from the effect to the execution's log. Kernel event
 // types are refused except the ones userspace may emit (spec §5), which are
 // validated; an effect-written DECISION_RECORDED id is rewritten into the
