@@ -171,6 +171,10 @@ type Features struct {
 	// Scopes records each Parallel block's outcome as a kernel-stamped
 	// PARALLEL_COMPLETED (structured concurrency, ADR 0112).
 	Scopes bool
+	// Children enables SpawnChild and the child awaits (AwaitChild,
+	// AwaitChildren, AwaitAll); recovery then also answers parents whose
+	// child ended while no process listened.
+	Children bool
 }
 
 // Durability says when a step's outcome is durable.

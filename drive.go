@@ -253,6 +253,10 @@ func (r *drive) finish(typ string, payload any, status fold.Status) outcome {
 // errorPayload is the recorded shape of an untyped error: its message, and
 // the typed channel when there is one.
 func errorPayload(err error) map[string]any {
+	var cf *ChildFailedError
+	if errors.As(err, &cf) {
+		return childErrorPayload(cf, err.Error())
+	}
 	p := map[string]any{"message": err.Error()}
 	if tf, ok := asTypedFailure(err); ok {
 		p["channel"] = tf.Channel

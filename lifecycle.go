@@ -42,8 +42,10 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 			}
 			continue
 		}
+		var ended fold.State
 		err := rt.transact(ctx, id, txSpec{
-			op: "cancel",
+			op:      "cancel",
+			durable: func(ctx context.Context, tx *txn) { ended = tx.j.State() },
 			admit: func(ctx context.Context, tx *txn) error {
 				if tx.state.Status.Terminal() {
 					return &ResumeRefusedError{ExecutionID: id, Reason: RefusedTerminal, Detail: "the execution has already ended"}
@@ -57,6 +59,9 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 		})
 		if rr := (*ResumeRefusedError)(nil); errors.As(err, &rr) && rr.Reason == RefusedNotSuspended {
 			continue // a drive of this process took it in between: cancel that one
+		}
+		if err == nil {
+			rt.wakeParent(ctx, ended)
 		}
 		return err
 	}

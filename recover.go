@@ -52,7 +52,7 @@ func (rt *Runtime) recoverPeriodically() {
 // drives it.
 func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error) {
 	rt.mu.Lock()
-	parked := rt.cfg.Features.Inbox && (!automatic || !rt.recoveredOnce)
+	parked := (rt.cfg.Features.Inbox || rt.cfg.Features.Children) && (!automatic || !rt.recoveredOnce)
 	rt.recoveredOnce = true
 	rt.mu.Unlock()
 	list := func(after string) ([]candidate, string, error) {
@@ -130,6 +130,10 @@ func (rt *Runtime) recoverOne(ctx context.Context, id string, automatic bool) (b
 	}
 	if awaitsMessage(l.state) {
 		rt.deliver(ctx, id) // a message that arrived while no process listened
+		return false, nil
+	}
+	if _, ok := awaitsChild(l.state); ok {
+		rt.deliverChild(ctx, id) // a child that ended while no process listened
 		return false, nil
 	}
 	if s := l.state.Status; s != fold.StatusRunning && s != fold.StatusPending {

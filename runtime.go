@@ -393,6 +393,12 @@ func (rt *Runtime) launch(opCtx context.Context, x *execution, j *journal.Journa
 			x.final.Variables.SuspendedOn.On == gateSelect:
 			// A message sent while this drive was parking found it busy.
 			rt.deliver(rt.ctx, x.id)
+		case o.status == fold.StatusSuspended && x.final.Variables.SuspendedOn != nil &&
+			x.final.Variables.SuspendedOn.On == gateChild:
+			// The child may have ended before this park: look at it now.
+			rt.deliverChild(rt.ctx, x.id)
+		case o.err == nil && o.status.Terminal():
+			rt.wakeParent(rt.ctx, x.final)
 		}
 	}()
 }

@@ -132,6 +132,13 @@ func (r *drive) parkSticky(p suspendPayload) {
 		}
 		r.rt.reregisterSticky(sp)
 	}
+	if p.On == gateChild && r.rt.takeStickyIf(sp) {
+		if r.deliverChildPending(st) {
+			r.unpark()
+			return
+		}
+		r.rt.reregisterSticky(sp)
+	}
 	var answered bool
 	select {
 	case answered = <-sp.wake:

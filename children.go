@@ -1,0 +1,420 @@
+package loom
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
+	"github.com/loom-kernel/loom/store"
+)
+
+// Child flows (spec §5.8, orchestration without new syscalls): a flow
+// starts child executions as recorded steps and parks until they end.
+//
+//   - SpawnChild is a step (id "__loom_spawn:<name>") whose effect starts
+//     the child under the deterministic id "<parent>/<name>" with
+//     EXECUTION_STARTED.parent {executionId, name}: the step is recorded,
+//     so replay never starts a second child, and a retried spawn finds the
+//     child it already started.
+//   - AwaitChild parks the parent on the reserved gate "__loom_child__"
+//     with the child's id as the park's correlation key; the answer,
+//     EXECUTION_RESUMED {eventType: "__loom_child__", payload: ChildResult}
+//     (kernel-stamped), is the kernel's alone: the ingress gate refuses the
+//     reserved name to every caller.
+//   - The supervisor answers it: when a child ends, its runtime wakes the
+//     parent; when a parent parks, its runtime looks at the child (so a
+//     child that ended first is seen); each side writes durably, then reads
+//     the other, so one of them always finds the pair ready; Recover
+//     answers what a crash left between the two. Any node does it: the
+//     answer is a transaction on the parent like a message delivery.
+
+// gateChild is the gate a parent parks on while it awaits a child.
+const gateChild = reservedPrefix + "child__"
+
+// spawnStepPrefix starts the step id of a spawn.
+const spawnStepPrefix = reservedPrefix + "spawn:"
+
+// Child is a spawned child execution, as SpawnChild recorded it.
+type Child struct {
+	ID   string `json:"childId"`
+	Name string `json:"name"`
+	Flow string `json:"flow"`
+}
+
+// ChildResult is how a child ended, as its parent received it: Status is
+// completed, failed or cancelled; Output is the completed child's output,
+// Error the failed or cancelled child's recorded error.
+type ChildResult struct {
+	ChildID string          `json:"childId"`
+	Status  fold.Status     `json:"status"`
+	Output  json.RawMessage `json:"output,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+// ChildFailedError is AwaitChild's error for a child that failed or was
+// cancelled: the childFailed a parent catches (errors.As). Returned from
+// the parent's flow it is recorded with the child's error inside it
+// (EXECUTION_FAILED error {message, name: "childFailed", childId, status,
+// child}), so a grandparent's ChildFailedError holds the whole path down
+// the tree (Path).
+type ChildFailedError struct {
+	ChildID string
+	Status  fold.Status
+	// Err is the child's recorded error ({message, ...}).
+	Err json.RawMessage
+}
+
+func (e *ChildFailedError) Error() string {
+	var m struct {
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(e.Err, &m)
+	if e.Status == fold.StatusCancelled {
+		return "loom: child " + strconv.Quote(e.ChildID) + " was cancelled"
+	}
+	return "loom: child " + strconv.Quote(e.ChildID) + " failed: " + m.Message
+}
+
+// Cause returns the child's own childFailed when the child failed because
+// one of its children did (nil otherwise).
+func (e *ChildFailedError) Cause() *ChildFailedError {
+	var m childFailedPayload
+	if json.Unmarshal(e.Err, &m) != nil || m.Name != childFailedName || m.ChildID == "" {
+		return nil
+	}
+	return &ChildFailedError{ChildID: m.ChildID, Status: m.Status, Err: m.Child}
+}
+
+// Path returns the ids from this child down to the execution that failed
+// first.
+func (e *ChildFailedError) Path() []string {
+	var out []string
+	for c := e; c != nil; c = c.Cause() {
+		out = append(out, c.ChildID)
+	}
+	return out
+}
+
+// childFailedName is the recorded error name of a childFailed.
+const childFailedName = "childFailed"
+
+type childFailedPayload struct {
+	Message string          `json:"message"`
+	Name    string          `json:"name"`
+	ChildID string          `json:"childId"`
+	Status  fold.Status     `json:"status"`
+	Child   json.RawMessage `json:"child"`
+}
+
+// ChildIDError refuses a spawn whose child id is not usable: too long, or
+// taken by an execution that is not this parent's child of that name.
+type ChildIDError struct {
+	ChildID string
+	Reason  string
+}
+
+func (e *ChildIDError) Error() string {
+	return "loom: child " + strconv.Quote(e.ChildID) + ": " + e.Reason
+}
+
+// ChildID is the id SpawnChild gives the child name of parentID.
+func ChildID(parentID, name string) string { return parentID + "/" + name }
+
+// SpawnChild starts an execution of flowID with input as a child of this
+// execution, under the id ChildID(this id, name), and returns once the
+// child's start is durable (the child then runs on its own). The spawn is
+// a recorded step: on replay it returns the recorded child and starts
+// nothing. The child starts under the parent's principal (tenant
+// included); the Authorizer is not asked again. Names are unique per
+// parent: spawning a name twice returns the first child. It needs
+// Features.Children.
+func SpawnChild(c *Context, flowID, name string, input any) (Child, error) {
+	rt := c.drive.rt
+	if !rt.cfg.Features.Children {
+		return Child{}, &NotConfiguredError{Field: "Features.Children", Need: "SpawnChild"}
+	}
+	if err := event.ValidateID("child name", name); err != nil {
+		return Child{}, err
+	}
+	flow, ok := rt.flows[flowID]
+	if !ok {
+		return Child{}, rt.unknownFlow(flowID)
+	}
+	parentID := c.drive.x.id
+	childID := ChildID(parentID, name)
+	if err := validateNewID(childID); err != nil {
+		return Child{}, &ChildIDError{ChildID: childID, Reason: err.Error() + " (use a shorter name)"}
+	}
+	in, err := marshalPayload(input)
+	if err == nil {
+		err = event.ValidateCarried("input", in)
+	}
+	if err != nil {
+		return Child{}, fmt.Errorf("loom: child %q: encoding input: %w", name, err)
+	}
+	var principal json.RawMessage
+	c.state(func(s *fold.State) { principal = s.Variables.Principal })
+	child := Child{ID: childID, Name: name, Flow: flowID}
+	raw, err := c.Execute(&Task{
+		ID: spawnStepPrefix + name, Kind: "spawn",
+		Invoke: func(ctx context.Context, in json.RawMessage) (any, error) {
+			return child, rt.startChild(ctx, flow, parentID, child, in, principal)
+		},
+		Simulate: func(context.Context, json.RawMessage) (any, error) { return child, nil },
+	}, json.RawMessage(in))
+	if err != nil {
+		return Child{}, err
+	}
+	var got Child
+	if err := unmarshalRecorded(raw, &got); err != nil {
+		return Child{}, fmt.Errorf("loom: child %q: the recorded spawn is unreadable: %w", name, err)
+	}
+	return got, nil
+}
+
+// parentLink is EXECUTION_STARTED.parent.
+type parentLink struct {
+	ExecutionID string `json:"executionId"`
+	Name        string `json:"name"`
+}
+
+// startChild starts child of parentID; a child already started (a spawn
+// retried after a crash) is accepted when its start names this parent and
+// name.
+func (rt *Runtime) startChild(ctx context.Context, flow *Flow, parentID string, child Child, in, principal json.RawMessage) error {
+	started := map[string]any{"input": orNull(in), "parent": parentLink{ExecutionID: parentID, Name: child.Name}}
+	if principal != nil {
+		started["principal"] = principal
+	}
+	err := rt.start(ctx, flow, child.ID, started, nil)
+	if !errors.Is(err, ErrExecutionExists) {
+		return err
+	}
+	head, rerr := store.ReadRange(ctx, rt.cfg.Events, child.ID, 0, 1)
+	if rerr != nil {
+		return rerr
+	}
+	if len(head) == 1 {
+		var p struct {
+			Parent parentLink `json:"parent"`
+		}
+		if json.Unmarshal(head[0].Payload, &p) == nil && p.Parent == (parentLink{ExecutionID: parentID, Name: child.Name}) {
+			return nil
+		}
+	}
+	return &ChildIDError{ChildID: child.ID, Reason: "the id is taken by an execution that is not this parent's child " + strconv.Quote(child.Name)}
+}
+
+// AwaitChild parks until child ends and returns how it ended; a child that
+// failed or was cancelled is a *ChildFailedError as well (the result is
+// returned with it). A child that continued as new is awaited to the end
+// of its chain.
+func AwaitChild(c *Context, child Child) (ChildResult, error) {
+	if !c.drive.rt.cfg.Features.Children {
+		return ChildResult{}, &NotConfiguredError{Field: "Features.Children", Need: "AwaitChild"}
+	}
+	if child.ID == "" {
+		return ChildResult{}, errors.New("loom: AwaitChild: the child has no id; pass what SpawnChild returned")
+	}
+	c.checkpoint()
+	raw, err := c.gateWait(suspendPayload{On: gateChild, CorrelationKey: child.ID})
+	if err != nil {
+		return ChildResult{}, err
+	}
+	var res ChildResult
+	if err := unmarshalRecorded(raw, &res); err != nil {
+		return ChildResult{}, fmt.Errorf("loom: awaiting child %q: the recorded result is unreadable: %w", child.ID, err)
+	}
+	if res.ChildID != child.ID {
+		return ChildResult{}, fmt.Errorf("loom: awaiting child %q: the log answers this await with child %q (the flow's awaits changed order since it ran)", child.ID, res.ChildID)
+	}
+	if res.Status != fold.StatusCompleted {
+		return res, &ChildFailedError{ChildID: res.ChildID, Status: res.Status, Err: res.Error}
+	}
+	return res, nil
+}
+
+// AwaitChildTyped is AwaitChild with the completed child's output decoded
+// into T.
+func AwaitChildTyped[T any](c *Context, child Child) (T, error) {
+	var v T
+	res, err := AwaitChild(c, child)
+	if err != nil {
+		return v, err
+	}
+	if err := decodeInto(res.Output, &v); err != nil {
+		return v, fmt.Errorf("loom: child %q: decoding output: %w", child.ID, err)
+	}
+	return v, nil
+}
+
+// AwaitChildren waits for every child (wait-all) and returns their
+// results in the order given; a failed child does not stop the wait, and
+// its result says so (no error is returned for it).
+func AwaitChildren(c *Context, children []Child) ([]ChildResult, error) {
+	out := make([]ChildResult, len(children))
+	for i, ch := range children {
+		res, err := AwaitChild(c, ch)
+		var cf *ChildFailedError
+		if err != nil && !errors.As(err, &cf) {
+			return nil, err
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
+// AwaitAll waits for every child and returns their results when all
+// completed; the first failed child (in the order given) fails it with its
+// *ChildFailedError, after every child has ended.
+func AwaitAll(c *Context, children []Child) ([]ChildResult, error) {
+	results, err := AwaitChildren(c, children)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		if r.Status != fold.StatusCompleted {
+			return results, &ChildFailedError{ChildID: r.ChildID, Status: r.Status, Err: r.Error}
+		}
+	}
+	return results, nil
+}
+
+// awaitsChild reports the child st is parked waiting for.
+func awaitsChild(st fold.State) (string, bool) {
+	s := st.Variables.SuspendedOn
+	if st.Status != fold.StatusSuspended || s == nil || s.On != gateChild || s.CorrelationKey == "" {
+		return "", false
+	}
+	return s.CorrelationKey, true
+}
+
+// childResult reads how childID ended, following a continue-as-new chain
+// to its end; ok is false while it has not ended.
+func (rt *Runtime) childResult(ctx context.Context, childID string) (ChildResult, bool, error) {
+	id := childID
+	for hops := 0; ; hops++ {
+		l, err := rt.load(ctx, id)
+		if errors.Is(err, ErrExecutionNotFound) {
+			return ChildResult{}, false, nil // not started yet: its spawn is not durable
+		}
+		if err != nil {
+			return ChildResult{}, false, err
+		}
+		st := l.state
+		switch {
+		case st.Status == fold.StatusContinued && st.Variables.ContinuedTo != "" && hops < maxChainHops:
+			id = st.Variables.ContinuedTo
+			continue
+		case st.Status == fold.StatusCompleted:
+			return ChildResult{ChildID: childID, Status: st.Status, Output: orNull(st.Variables.Output)}, true, nil
+		case st.Status == fold.StatusFailed:
+			return ChildResult{ChildID: childID, Status: st.Status, Error: orNull(st.Variables.Error)}, true, nil
+		case st.Status == fold.StatusCancelled:
+			return ChildResult{ChildID: childID, Status: st.Status, Error: marshalJSON(map[string]string{"message": "the child was cancelled"})}, true, nil
+		}
+		return ChildResult{}, false, nil
+	}
+}
+
+// commitChildAnswer answers the child park of st through j when its child
+// has ended; it reports whether it did.
+func (rt *Runtime) commitChildAnswer(ctx context.Context, j *journal.Journal, st fold.State) (bool, error) {
+	childID, ok := awaitsChild(st)
+	if !ok {
+		return false, nil
+	}
+	res, ended, err := rt.childResult(ctx, childID)
+	if err != nil || !ended {
+		return false, err
+	}
+	wake := pendingEvent{typ: event.ExecutionResumed, payload: map[string]any{"eventType": gateChild, "payload": res}, meta: kernelStamp()}
+	return true, commitAll(j, []pendingEvent{wake})
+}
+
+// errNoChildAnswer: the execution awaits no child that has ended.
+var errNoChildAnswer = errors.New("loom: no child answer to deliver")
+
+// deliverChild answers id's child park if its child has ended: through a
+// sticky park's own journal, or in a transaction. Best effort: Recover
+// answers what this misses.
+func (rt *Runtime) deliverChild(ctx context.Context, id string) {
+	if sp := rt.takeSticky(id); sp != nil {
+		if sp.r.deliverChildPending(sp.r.j.State()) {
+			sp.wake <- true
+			return
+		}
+		rt.reregisterSticky(sp)
+		return
+	}
+	err := rt.transact(ctx, id, txSpec{
+		op:  "child",
+		pin: true,
+		admit: func(ctx context.Context, tx *txn) error {
+			if _, ok := awaitsChild(tx.state); !ok {
+				return errNoChildAnswer
+			}
+			return nil
+		},
+		commit: func(ctx context.Context, tx *txn) (bool, error) {
+			answered, err := rt.commitChildAnswer(ctx, tx.j, tx.state)
+			if err == nil && !answered {
+				err = errNoChildAnswer
+			}
+			return answered, err
+		},
+	})
+	if err != nil && !errors.Is(err, errNoChildAnswer) && !errors.Is(err, ErrExecutionNotFound) && !isRefusal(err) && ctx.Err() == nil {
+		var busy *ExecutionBusyError
+		if !errors.As(err, &busy) {
+			rt.cfg.Logger.Warn("loom: child result not delivered now; Recover delivers it", "execution", id, "error", err)
+		}
+	}
+}
+
+// deliverChildPending answers the run's own child park through its
+// journal; it reports whether it did.
+func (r *drive) deliverChildPending(st fold.State) bool {
+	answered, err := r.rt.commitChildAnswer(r.ctx, r.j, st)
+	if err != nil {
+		r.abort(err)
+	}
+	if answered {
+		r.barrier()
+	}
+	return answered
+}
+
+// wakeParent delivers an ended execution's result to its parent, if it has
+// one (a continued child's parent is its chain's first execution's).
+func (rt *Runtime) wakeParent(ctx context.Context, st fold.State) {
+	if !rt.cfg.Features.Children || !st.Status.Terminal() {
+		return
+	}
+	raw := st.Variables.Parent
+	if raw == nil && st.Variables.Chain != nil {
+		var link chainLink
+		if unmarshalRecorded(st.Variables.Chain, &link) == nil && link.ID != "" {
+			if root, err := rt.load(ctx, link.ID); err == nil {
+				raw = root.state.Variables.Parent
+			}
+		}
+	}
+	var p parentLink
+	if raw == nil || unmarshalRecorded(raw, &p) != nil || p.ExecutionID == "" {
+		return
+	}
+	rt.deliverChild(ctx, p.ExecutionID)
+}
+
+// childErrorPayload is the recorded error of a flow that returned a
+// childFailed: the child's error travels inside it.
+func childErrorPayload(cf *ChildFailedError, message string) map[string]any {
+	return map[string]any{"message": message, "name": childFailedName, "childId": cf.ChildID,
+		"status": cf.Status, "child": orNull(cf.Err)}
+}
