@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
@@ -44,7 +47,28 @@ type Child struct {
 	ID   string `json:"childId"`
 	Name string `json:"name"`
 	Flow string `json:"flow"`
+	// OnParentClose is what happens to the child if its parent ends first.
+	OnParentClose ClosePolicy `json:"onParentClose,omitempty"`
 }
+
+// ClosePolicy says what becomes of a child still running (or parked) when
+// its parent ends — completes, fails or is cancelled — without awaiting it.
+type ClosePolicy string
+
+const (
+	// CloseCancel (the default) cancels the child, and so its own
+	// children by their policies: nothing outlives the parent by accident.
+	CloseCancel ClosePolicy = "cancel"
+	// CloseAbandon lets the child run to its end on its own; its result
+	// reaches nobody.
+	CloseAbandon ClosePolicy = "abandon"
+)
+
+// ChildOption configures SpawnChild.
+type ChildOption func(*Child)
+
+// OnParentClose sets the child's ClosePolicy.
+func OnParentClose(p ClosePolicy) ChildOption { return func(c *Child) { c.OnParentClose = p } }
 
 // ChildResult is how a child ended, as its parent received it: Status is
 // completed, failed or cancelled; Output is the completed child's output,
@@ -133,7 +157,7 @@ func ChildID(parentID, name string) string { return parentID + "/" + name }
 // included); the Authorizer is not asked again. Names are unique per
 // parent: spawning a name twice returns the first child. It needs
 // Features.Children.
-func SpawnChild(c *Context, flowID, name string, input any) (Child, error) {
+func SpawnChild(c *Context, flowID, name string, input any, opts ...ChildOption) (Child, error) {
 	rt := c.drive.rt
 	if !rt.cfg.Features.Children {
 		return Child{}, &NotConfiguredError{Field: "Features.Children", Need: "SpawnChild"}
@@ -160,6 +184,16 @@ func SpawnChild(c *Context, flowID, name string, input any) (Child, error) {
 	var principal json.RawMessage
 	c.state(func(s *fold.State) { principal = s.Variables.Principal })
 	child := Child{ID: childID, Name: name, Flow: flowID}
+	for _, o := range opts {
+		o(&child)
+	}
+	switch child.OnParentClose {
+	case "", CloseCancel:
+		child.OnParentClose = ""
+	case CloseAbandon:
+	default:
+		return Child{}, fmt.Errorf("loom: child %q: unknown close policy %q: use loom.CloseCancel or loom.CloseAbandon", name, child.OnParentClose)
+	}
 	raw, err := c.Execute(&Task{
 		ID: spawnStepPrefix + name, Kind: "spawn",
 		Invoke: func(ctx context.Context, in json.RawMessage) (any, error) {
@@ -179,15 +213,17 @@ func SpawnChild(c *Context, flowID, name string, input any) (Child, error) {
 
 // parentLink is EXECUTION_STARTED.parent.
 type parentLink struct {
-	ExecutionID string `json:"executionId"`
-	Name        string `json:"name"`
+	ExecutionID   string      `json:"executionId"`
+	Name          string      `json:"name"`
+	OnParentClose ClosePolicy `json:"onParentClose,omitempty"`
 }
 
 // startChild starts child of parentID; a child already started (a spawn
 // retried after a crash) is accepted when its start names this parent and
 // name.
 func (rt *Runtime) startChild(ctx context.Context, flow *Flow, parentID string, child Child, in, principal json.RawMessage) error {
-	started := map[string]any{"input": orNull(in), "parent": parentLink{ExecutionID: parentID, Name: child.Name}}
+	link := parentLink{ExecutionID: parentID, Name: child.Name, OnParentClose: child.OnParentClose}
+	started := map[string]any{"input": orNull(in), "parent": link}
 	if principal != nil {
 		started["principal"] = principal
 	}
@@ -203,7 +239,7 @@ func (rt *Runtime) startChild(ctx context.Context, flow *Flow, parentID string, 
 		var p struct {
 			Parent parentLink `json:"parent"`
 		}
-		if json.Unmarshal(head[0].Payload, &p) == nil && p.Parent == (parentLink{ExecutionID: parentID, Name: child.Name}) {
+		if json.Unmarshal(head[0].Payload, &p) == nil && p.Parent == link {
 			return nil
 		}
 	}
@@ -390,12 +426,64 @@ func (r *drive) deliverChildPending(st fold.State) bool {
 	return answered
 }
 
-// wakeParent delivers an ended execution's result to its parent, if it has
-// one (a continued child's parent is its chain's first execution's).
-func (rt *Runtime) wakeParent(ctx context.Context, st fold.State) {
+// ended is what the supervisor does when an execution ends: wake its
+// parent, and close the children it left running by their policies.
+func (rt *Runtime) ended(ctx context.Context, id string, st fold.State) {
 	if !rt.cfg.Features.Children || !st.Status.Terminal() {
 		return
 	}
+	rt.wakeParent(ctx, st)
+	rt.closeChildren(ctx, id, st)
+}
+
+// closeChildren cancels the children of an ended parent whose policy is
+// CloseCancel and that have not ended. A child that ended meanwhile is
+// left as it is; a failure is logged and left to Recover, which cancels a
+// child whose parent has ended.
+func (rt *Runtime) closeChildren(ctx context.Context, parentID string, st fold.State) {
+	for _, ch := range spawned(st) {
+		if ch.OnParentClose == CloseAbandon {
+			continue
+		}
+		err := rt.Cancel(ctx, ch.ID, "its parent "+parentID+" ended ("+string(st.Status)+")")
+		var rr *ResumeRefusedError
+		if err != nil && !(errors.As(err, &rr) && rr.Reason == RefusedTerminal) && !errors.Is(err, ErrExecutionNotFound) && ctx.Err() == nil {
+			rt.cfg.Logger.Warn("loom: child not cancelled with its parent; Recover cancels it", "execution", ch.ID, "parent", parentID, "error", err)
+		}
+	}
+}
+
+// spawned lists the children st's completed spawns recorded, by step id.
+func spawned(st fold.State) []Child {
+	var out []Child
+	for _, id := range slices.Sorted(maps.Keys(st.Frames)) {
+		fr := st.Frames[id]
+		if !strings.HasPrefix(id, spawnStepPrefix) || fr.Status != fold.FrameCompleted {
+			continue
+		}
+		var ch Child
+		if unmarshalRecorded(fr.Output, &ch) == nil && ch.ID != "" {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// orphaned reports whether st is a child whose parent has ended and whose
+// policy cancels it (Recover then cancels it: its parent's close was
+// interrupted).
+func (rt *Runtime) orphaned(ctx context.Context, st fold.State) bool {
+	var p parentLink
+	if st.Variables.Parent == nil || unmarshalRecorded(st.Variables.Parent, &p) != nil || p.ExecutionID == "" || p.OnParentClose == CloseAbandon {
+		return false
+	}
+	l, err := rt.load(ctx, p.ExecutionID)
+	return err == nil && l.state.Status.Terminal()
+}
+
+// wakeParent delivers an ended execution's result to its parent, if it has
+// one (a continued child's parent is its chain's first execution's).
+func (rt *Runtime) wakeParent(ctx context.Context, st fold.State) {
 	raw := st.Variables.Parent
 	if raw == nil && st.Variables.Chain != nil {
 		var link chainLink

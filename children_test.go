@@ -339,3 +339,106 @@ func logLength(t *testing.T, s store.EventStore, id string) int {
 	}
 	return len(evs)
 }
+
+// TestParentCloseCancelsItsChildrenByPolicy: a parent that ends without
+// awaiting its children cancels those of policy cancel (the default),
+// leaves those of policy abandon running, and a cancelled parent takes its
+// whole subtree with it.
+func TestParentCloseCancelsItsChildrenByPolicy(t *testing.T) {
+	quick := loom.NewFlow("quick", func(c *loom.Context, _ struct{}) (string, error) {
+		if _, err := loom.SpawnChild(c, "held", "c", 0); err != nil {
+			return "", err
+		}
+		if _, err := loom.SpawnChild(c, "held", "a", 0, loom.OnParentClose(loom.CloseAbandon)); err != nil {
+			return "", err
+		}
+		return "left them", nil
+	})
+	mid := loom.NewFlow("mid", func(c *loom.Context, _ struct{}) (int, error) {
+		k, err := loom.SpawnChild(c, "held", "leaf", 0)
+		if err != nil {
+			return 0, err
+		}
+		return loom.AwaitChildTyped[int](c, k)
+	})
+	root := loom.NewFlow("root", func(c *loom.Context, _ struct{}) (int, error) {
+		k, err := loom.SpawnChild(c, "mid", "mid", nil)
+		if err != nil {
+			return 0, err
+		}
+		return loom.AwaitChildTyped[int](c, k)
+	})
+	h := newHarnessWith(t, childrenOn, append(childFlows(), quick, mid, root)...)
+	if _, err := h.rt.Start(h.ctx(), "quick", nil, loom.WithExecutionID("q")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.rt.WaitForCompletion(h.ctx(), "q"); err != nil || res.Status != fold.StatusCompleted {
+		t.Fatalf("quick: %v, %v", res.Status, err)
+	}
+	// Children close in spawn-step order: "a" (abandon) was passed over
+	// before "c" was cancelled.
+	if res, err := h.rt.WaitForCompletion(h.ctx(), "q/c"); err != nil || res.Status != fold.StatusCancelled {
+		t.Fatalf("q/c is %v, %v; want cancelled with its parent", res.Status, err)
+	}
+	if st, err := h.rt.WaitForSuspend(h.ctx(), "q/a"); err != nil || st.Status != fold.StatusSuspended {
+		t.Fatalf("q/a is %v, %v; want it abandoned, still parked", st.Status, err)
+	}
+
+	if _, err := h.rt.Start(h.ctx(), "root", nil, loom.WithExecutionID("r")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"r", "r/mid", "r/mid/leaf"} {
+		if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.rt.Cancel(h.ctx(), "r", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"r", "r/mid", "r/mid/leaf"} {
+		if res, err := h.rt.WaitForCompletion(h.ctx(), id); err != nil || res.Status != fold.StatusCancelled {
+			t.Fatalf("%s is %v, %v; want cancelled with the root", id, res.Status, err)
+		}
+	}
+}
+
+// TestRecoverCancelsAChildItsParentLeft: the parent ended where its
+// children could not be closed (modelled by a runtime without
+// Features.Children); Recover cancels the orphan.
+func TestRecoverCancelsAChildItsParentLeft(t *testing.T) {
+	parent := loom.NewFlow("parent", func(c *loom.Context, _ struct{}) (int, error) {
+		k, err := loom.SpawnChild(c, "held", "h", 0)
+		if err != nil {
+			return 0, err
+		}
+		return loom.AwaitChildTyped[int](c, k)
+	})
+	flows := append(childFlows(), parent)
+	h := newHarnessWith(t, childrenOn, flows...)
+	if _, err := h.rt.Start(h.ctx(), "parent", nil, loom.WithExecutionID("p")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"p", "p/h"} {
+		if _, err := h.rt.WaitForSuspend(h.ctx(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.rt.Close()
+	h.cfg = loom.Config{}
+	h.rt = h.open(flows...)
+	if err := h.rt.Cancel(h.ctx(), "p", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := h.rt.LoadState(h.ctx(), "p/h"); st.Status != fold.StatusSuspended {
+		t.Fatalf("p/h is %v; want it left parked", st.Status)
+	}
+	h.rt.Close()
+	h.cfg = childrenOn
+	h.rt = h.open(flows...)
+	if _, err := h.rt.Recover(h.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.rt.LoadState(h.ctx(), "p/h"); err != nil || st.Status != fold.StatusCancelled {
+		t.Fatalf("p/h is %v, %v after Recover; want cancelled", st.Status, err)
+	}
+}

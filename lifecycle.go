@@ -30,7 +30,13 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 			changed := rt.changedChanLocked()
 			rt.mu.Unlock()
 			if r != nil && !r.stopped() && !r.j.Ended() {
-				return r.cancelRun(ctx, payload)
+				err := r.cancelRun(ctx, payload)
+				if err == nil {
+					// The drive may have ended before the cancel was
+					// durable, and so before it could tell its parent.
+					rt.ended(ctx, id, r.j.State())
+				}
+				return err
 			}
 			// Parking, ending, or claimed by a transaction: once it is
 			// released (or launched) look again.
@@ -61,7 +67,7 @@ func (rt *Runtime) Cancel(ctx context.Context, id, reason string) error {
 			continue // a drive of this process took it in between: cancel that one
 		}
 		if err == nil {
-			rt.wakeParent(ctx, ended)
+			rt.ended(ctx, id, ended)
 		}
 		return err
 	}

@@ -132,6 +132,13 @@ func (rt *Runtime) recoverOne(ctx context.Context, id string, automatic bool) (b
 		rt.deliver(ctx, id) // a message that arrived while no process listened
 		return false, nil
 	}
+	if rt.cfg.Features.Children && !l.state.Status.Terminal() && rt.orphaned(ctx, l.state) {
+		// Its parent ended and a crash kept it from closing this child.
+		if err := rt.Cancel(ctx, id, "its parent ended"); err != nil && !isRefusal(err) {
+			return false, fmt.Errorf("loom: recovering %q: cancelling a child whose parent ended: %w", id, err)
+		}
+		return false, nil
+	}
 	if _, ok := awaitsChild(l.state); ok {
 		rt.deliverChild(ctx, id) // a child that ended while no process listened
 		return false, nil

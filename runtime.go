@@ -398,7 +398,7 @@ func (rt *Runtime) launch(opCtx context.Context, x *execution, j *journal.Journa
 			// The child may have ended before this park: look at it now.
 			rt.deliverChild(rt.ctx, x.id)
 		case o.err == nil && o.status.Terminal():
-			rt.wakeParent(rt.ctx, x.final)
+			rt.ended(rt.ctx, x.id, x.final)
 		}
 	}()
 }

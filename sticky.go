@@ -132,12 +132,19 @@ func (r *drive) parkSticky(p suspendPayload) {
 		}
 		r.rt.reregisterSticky(sp)
 	}
-	if p.On == gateChild && r.rt.takeStickyIf(sp) {
+	// A child that ended before this park is answered now. A child ending
+	// while this check holds the park out of the registry finds nothing to
+	// wake, so after putting the park back look at the child once more:
+	// whichever side comes second sees the other.
+	for p.On == gateChild && r.rt.takeStickyIf(sp) {
 		if r.deliverChildPending(st) {
 			r.unpark()
 			return
 		}
 		r.rt.reregisterSticky(sp)
+		if _, ended, err := r.rt.childResult(r.ctx, p.CorrelationKey); err != nil || !ended {
+			break
+		}
 	}
 	var answered bool
 	select {
