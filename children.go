@@ -211,6 +211,25 @@ func SpawnChild(c *Context, flowID, name string, input any, opts ...ChildOption)
 	return got, nil
 }
 
+// ParentOf returns the parent link a child's start recorded (false for an
+// execution that is no child).
+func ParentOf(st fold.State) (ParentLink, bool) {
+	var p ParentLink
+	if st.Variables.Parent == nil || unmarshalRecorded(st.Variables.Parent, &p) != nil || p.ExecutionID == "" {
+		return ParentLink{}, false
+	}
+	return p, true
+}
+
+// ChildrenOf returns the children st's execution has spawned, by name.
+func ChildrenOf(st fold.State) []Child { return spawned(st) }
+
+// AwaitedChild returns the id of the child a parked execution awaits.
+func AwaitedChild(st fold.State) (string, bool) { return awaitsChild(st) }
+
+// ParentLink is EXECUTION_STARTED.parent: whose child an execution is.
+type ParentLink = parentLink
+
 // parentLink is EXECUTION_STARTED.parent.
 type parentLink struct {
 	ExecutionID   string      `json:"executionId"`

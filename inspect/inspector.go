@@ -122,6 +122,8 @@ type Listing struct {
 	UpdatedAt   int64           `json:"updatedAt"`
 	SuspendedOn string          `json:"suspendedOn,omitempty"`
 	ForkChain   json.RawMessage `json:"forkChain,omitempty"`
+	// Parent is the parent link of a child execution ({executionId, name}).
+	Parent json.RawMessage `json:"parent,omitempty"`
 	// Tenant is the tenant recorded with the starting principal.
 	Tenant string `json:"tenant,omitempty"`
 }
@@ -130,7 +132,7 @@ type Listing struct {
 // latest folded state is st.
 func ListingOf(info store.ExecutionInfo, st fold.State) Listing {
 	l := Listing{ExecutionInfo: info, Status: st.Status, Sequence: st.Sequence, UpdatedAt: st.UpdatedAt,
-		ForkChain: st.Variables.ForkChain, Tenant: store.TenantOfPrincipal(st.Variables.Principal)}
+		ForkChain: st.Variables.ForkChain, Parent: st.Variables.Parent, Tenant: store.TenantOfPrincipal(st.Variables.Principal)}
 	if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
 		l.SuspendedOn = st.Variables.SuspendedOn.On
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/inspect"
 )
@@ -111,10 +112,23 @@ func (c *cli) summarize(s *openedStore, id string, st fold.State, internal bool)
 			park = fmt.Sprintf("in doubt (since #%d): %s; resolve it with loom resolve %s --done OUTPUT or --rerun",
 				v.SuspendedOn.Seq, inDoubtAbout(v.SuspendedOn), id)
 		}
+		if child, ok := loom.AwaitedChild(st); ok {
+			park = fmt.Sprintf("awaiting child %s (since #%d)", child, v.SuspendedOn.Seq)
+		}
 		if v.SuspendedOn.WakeAt != nil {
 			park += ", times out " + stamp(*v.SuspendedOn.WakeAt)
 		}
 		t.row("Parked on", park)
+	}
+	if p, ok := loom.ParentOf(st); ok {
+		t.row("Child of", fmt.Sprintf("%s (as %q)", p.ExecutionID, p.Name))
+	}
+	for _, ch := range loom.ChildrenOf(st) {
+		policy := ""
+		if ch.OnParentClose == loom.CloseAbandon {
+			policy = ", abandoned if this ends first"
+		}
+		t.row("Child", fmt.Sprintf("%s: %s (%s%s)", ch.Name, ch.ID, ch.Flow, policy))
 	}
 	if link := lastFork(v.ForkChain); link != nil {
 		fork := fmt.Sprintf("%s at #%d", link.ExecutionID, link.Sequence)

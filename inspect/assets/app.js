@@ -98,6 +98,7 @@ function renderExecutions() {
     const meta = [x.workflowId, x.length + ' events'];
     if (x.suspendedOn) meta.push('parked on ' + x.suspendedOn);
     if (parent) meta.push('fork of ' + parent.executionId + ' @#' + parent.sequence);
+    if (x.parent && x.parent.executionId) meta.push('child of ' + x.parent.executionId);
     a.append(el('span', { class: 'meta', text: meta.join(' · ') }));
     if (x.executionId === view.selected) a.classList.add('selected');
     ul.append(el('li', { 'data-id': x.executionId }, a));

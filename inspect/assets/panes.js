@@ -22,7 +22,7 @@ function renderState(st) {
   renderGates(st);
   renderFrames(st);
   renderDecisions(v);
-  renderForks(v);
+  renderForks(v, st.frames || {});
   $('#state-json').textContent = JSON.stringify(st, null, 2);
 }
 
@@ -117,7 +117,7 @@ function renderDecisions(v) {
       el('td', { text: d.seq !== undefined ? '#' + d.seq : '' }))))));
 }
 
-function renderForks(v) {
+function renderForks(v, frames) {
   const box = $('#forks');
   box.replaceChildren();
   const chain = Array.isArray(v._forkChain) ? v._forkChain : [];
@@ -143,5 +143,14 @@ function renderForks(v) {
     });
     box.append(p);
   }
-  if (!box.childNodes.length) box.append(none('not a fork, and no fork of it is listed'));
+  const up = v._parent;
+  if (up && up.executionId) box.append(el('p', { class: 'child-of' }, 'child of ', execLink(up.executionId), ' (as ' + up.name + ')'));
+  const spawned = Object.keys(frames).filter((id) => id.startsWith('__loom_spawn:')).sort();
+  const kids = spawned.map((id) => frames[id]).filter((f) => f.status === 'completed' && f.output && f.output.childId);
+  if (kids.length) {
+    const p = el('p', { class: 'children' }, 'children: ');
+    kids.forEach((f, i) => p.append(i ? ', ' : '', execLink(f.output.childId), ' (' + f.output.flow + ')'));
+    box.append(p);
+  }
+  if (!box.childNodes.length) box.append(none('not a fork or a child, and no fork or child of it is listed'));
 }
