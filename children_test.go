@@ -442,3 +442,30 @@ func TestRecoverCancelsAChildItsParentLeft(t *testing.T) {
 		t.Fatalf("p/h is %v, %v after Recover; want cancelled", st.Status, err)
 	}
 }
+
+// TestAwaitFollowsAChildThatContinuesAsNew: the parent's await follows
+// the child's continue-as-new chain to its end.
+func TestAwaitFollowsAChildThatContinuesAsNew(t *testing.T) {
+	counter := loom.NewFlow("counter", func(c *loom.Context, n int) (int, error) {
+		if n < 3 {
+			return 0, c.ContinueAsNew(n + 1)
+		}
+		return n * 10, nil
+	})
+	parent := loom.NewFlow("parent", func(c *loom.Context, _ struct{}) (int, error) {
+		k, err := loom.SpawnChild(c, "counter", "c", 0)
+		if err != nil {
+			return 0, err
+		}
+		return loom.AwaitChildTyped[int](c, k)
+	})
+	cfg := childrenOn
+	cfg.Features.ContinueAsNew = true
+	h := newHarnessWith(t, cfg, counter, parent)
+	if _, err := h.rt.Start(h.ctx(), "parent", nil, loom.WithExecutionID("p")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.rt.WaitForCompletion(h.ctx(), "p"); err != nil || string(res.Output) != "30" {
+		t.Fatalf("parent: %v %s, %v; want the chain's last output 30", res.Status, res.Output, err)
+	}
+}
