@@ -452,7 +452,9 @@ func (rt *Runtime) ended(ctx context.Context, id string, st fold.State) {
 		return
 	}
 	rt.wakeParent(ctx, st)
-	rt.closeChildren(ctx, id, st)
+	if st.Status != fold.StatusContinued {
+		rt.closeChildren(ctx, id, st) // a continued execution goes on in its successor
+	}
 }
 
 // closeChildren cancels the children of an ended parent whose policy is

@@ -389,6 +389,11 @@ func (rt *Runtime) launch(opCtx context.Context, x *execution, j *journal.Journa
 			// A message sent to the chain while this execution was ending
 			// went to it, not to the successor that had already started.
 			rt.deliver(rt.ctx, r.successor.ID)
+			// The chain's end may have come before this end was durable
+			// (the successor starts first): look again for the parent.
+			if rt.cfg.Features.Children {
+				rt.wakeParent(rt.ctx, x.final)
+			}
 		case o.status == fold.StatusSuspended && x.final.Variables.SuspendedOn != nil &&
 			x.final.Variables.SuspendedOn.On == gateSelect:
 			// A message sent while this drive was parking found it busy.
