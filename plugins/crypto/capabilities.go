@@ -84,10 +84,21 @@ func (w *wakeups) ended() (bool, error) {
 // would a plain log (a trimmed prefix included). A sealed value keeps the
 // execution it was sealed in (metadata.seal.exec) in its additional data,
 // so the copy opens; the fork inherits its parent's subject from the copied
-// sequence 0, and an erasure of that subject shreds both.
+// sequence 0, and an erasure of that subject shreds both. With an Index,
+// the fork is added under that subject first; an Add that fails refuses
+// the copy with its error, copying nothing.
 func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through int64) error {
 	if err := s.usable(); err != nil {
 		return err
+	}
+	if s.index != nil {
+		subject, err := s.SubjectOf(ctx, from)
+		if err != nil {
+			return err
+		}
+		if err := s.indexFirst(ctx, to, 0, subject); err != nil {
+			return err
+		}
 	}
 	if err := s.inner.CopyPrefix(ctx, from, to, through); err != nil {
 		return err

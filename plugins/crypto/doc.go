@@ -27,6 +27,15 @@
 // moved value) is *SealError, never a marker. Recording PAYLOAD_SHREDDED is
 // the kernel's: Erasure.Executions says where.
 //
+// Finding a subject's executions (ExecutionsOf, for EraseSubject and
+// ExportSubject) scans sequence 0 of every execution unless
+// EventStoreOptions.Index holds a SubjectIndex: NewLogSubjectIndex over an
+// event store of its own (a separate SQLite file or PostgreSQL schema,
+// never the kernel's, which would see its streams as executions). The
+// index costs one durable append before each sealed execution's first
+// append and each fork, refusing that write if the append fails; its
+// entries without a matching log are filtered against sequence 0.
+//
 // Composition: put the encryption OUTSIDE an audit chain,
 // crypto(auditchain(store)), so the chain hashes sealed bytes and an
 // erasure never breaks it. See docs/encryption.md.

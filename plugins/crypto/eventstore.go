@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/loom-kernel/loom/event"
@@ -64,6 +65,13 @@ type EventStoreOptions struct {
 	Limits event.Limits
 	// Rand is the source of nonces (default crypto/rand).
 	Rand io.Reader
+	// Index, when set, records each sealed execution under its subject
+	// (NewLogSubjectIndex over a store that is not inner), so ExecutionsOf
+	// reads the subject's executions instead of sequence 0 of every
+	// execution. It costs one durable Index.Add before each execution's
+	// first append and each fork; an Add that fails refuses that write,
+	// writing nothing. Default nil: ExecutionsOf scans.
+	Index SubjectIndex
 }
 
 // EventStore seals the data members of every envelope (FieldTable) under
@@ -86,12 +94,14 @@ type EventStore struct {
 	lim      event.Limits
 	rand     io.Reader
 	subjects subjectCache
+	index    SubjectIndex
 	closed   atomic.Bool
 }
 
 // NewEventStore wraps inner. It refuses an inner store without every
-// capability of InnerEventStore with *MissingCapabilityError, and a nil
-// KeyStore or Subject with an error.
+// capability of InnerEventStore with *MissingCapabilityError, a nil
+// KeyStore or Subject with an error, and a LogSubjectIndex kept in inner
+// itself with an error (the kernel would see its streams as executions).
 func NewEventStore(inner store.EventStore, keys KeyStore, opts EventStoreOptions) (*EventStore, error) {
 	in, err := innerEvents(inner)
 	if err != nil {
@@ -103,7 +113,11 @@ func NewEventStore(inner store.EventStore, keys KeyStore, opts EventStoreOptions
 	if opts.Subject == nil {
 		return nil, errors.New("crypto: EventStoreOptions.Subject is required")
 	}
-	s := &EventStore{inner: in, keys: keys, subject: opts.Subject, fields: DefaultFields(), lim: opts.Limits, rand: opts.Rand}
+	if ix, ok := opts.Index.(*LogSubjectIndex); ok && ix != nil && sameStore(ix.events, inner) {
+		return nil, errors.New("crypto: the LogSubjectIndex must be kept in another store than the one it indexes")
+	}
+	s := &EventStore{inner: in, keys: keys, subject: opts.Subject, fields: DefaultFields(), lim: opts.Limits,
+		rand: opts.Rand, index: opts.Index}
 	if opts.Fields != nil {
 		s.fields = opts.Fields.clone()
 	}
@@ -145,10 +159,15 @@ func (s *EventStore) Inner() store.EventStore { return s.inner }
 // Append implements store.EventStore: it seals, then appends the batch in
 // one inner Append. A subject whose key was destroyed refuses a batch that
 // would seal data with *KeyDestroyedError, writing nothing; a batch with
-// no data member (a cancel, PAYLOAD_SHREDDED) is still written.
+// no data member (a cancel, PAYLOAD_SHREDDED) is still written. With an
+// Index, a sealed execution's first append (expected 0) is added to it
+// first; an Add that fails refuses the append with its error.
 func (s *EventStore) Append(ctx context.Context, executionID string, expected int64, events []event.Envelope) error {
 	sealed, subject, err := s.sealBatch(ctx, executionID, expected, events)
 	if err != nil {
+		return err
+	}
+	if err := s.indexFirst(ctx, executionID, expected, subject); err != nil {
 		return err
 	}
 	if err := s.inner.Append(ctx, executionID, expected, sealed); err != nil {
@@ -164,11 +183,31 @@ func (s *EventStore) AppendFenced(ctx context.Context, executionID string, token
 	if err != nil {
 		return err
 	}
+	if err := s.indexFirst(ctx, executionID, expected, subject); err != nil {
+		return err
+	}
 	if err := s.inner.AppendFenced(ctx, executionID, token, expected, sealed); err != nil {
 		return err
 	}
 	s.remember(executionID, expected, subject)
 	return nil
+}
+
+// indexFirst adds a sealed execution to the Index before its first
+// append, so no execution with a log is missing from it. An inbox stream
+// is not added: it follows its owner.
+func (s *EventStore) indexFirst(ctx context.Context, executionID string, expected int64, subject string) error {
+	if s.index == nil || expected != 0 || subject == "" || store.IsInboxStream(executionID) {
+		return nil
+	}
+	return s.index.Add(ctx, subject, executionID)
+}
+
+// sameStore reports whether a and b are the same store value, without
+// comparing values whose type is not comparable.
+func sameStore(a, b store.EventStore) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 // remember caches the subject a first append chose.

@@ -76,12 +76,19 @@ type sealedSQLite struct {
 
 func openSealedSQLite(t *testing.T, dir string) *sealedSQLite {
 	t.Helper()
+	return openSealedSQLiteIndexed(t, dir, nil)
+}
+
+// openSealedSQLiteIndexed is openSealedSQLite with a SubjectIndex (nil:
+// none).
+func openSealedSQLiteIndexed(t *testing.T, dir string, index crypto.SubjectIndex) *sealedSQLite {
+	t.Helper()
 	raw, err := sqlite.Storage(sqlite.StorageOptions{Path: filepath.Join(dir, "loom.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := openKeys(t, dir)
-	events := wrapEvents(t, raw.Events, keys, crypto.EventStoreOptions{Subject: crypto.SubjectFromInput("user")})
+	events := wrapEvents(t, raw.Events, keys, crypto.EventStoreOptions{Subject: crypto.SubjectFromInput("user"), Index: index})
 	snaps, err := crypto.NewSnapshotStore(raw.Snapshots, keys, events, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,13 +163,21 @@ func inboxOwner(executionID string) (string, bool) {
 const MaxErasureScan = 10_000_000
 
 // ExecutionsOf returns the executions sealed under subject, in id order
-// (inbox streams left out: they follow their owner). It scans every
-// execution's sequence 0 through the listing, O(executions) reads and no
-// key, so it is always as durable as the log; erasure is rare enough to pay
-// for that. It refuses past MaxErasureScan executions.
+// (inbox streams left out: they follow their owner). No key is needed.
+//
+// With an Index, it reads the ids the index holds for subject and keeps
+// those whose sequence 0 records subject — dropping ids that never got a
+// log, were deleted, or were recreated under another subject — one read
+// per id of the subject's, none of another's. Without one (and for "", the
+// unsealed executions, which no index holds) it scans every execution's
+// sequence 0 through the listing, O(executions) reads. Either way it is as
+// durable as the log, and it refuses past MaxErasureScan executions.
 func (s *EventStore) ExecutionsOf(ctx context.Context, subject string) ([]string, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
+	}
+	if s.index != nil && subject != "" {
+		return s.indexedExecutionsOf(ctx, subject)
 	}
 	var out []string
 	after, scanned := "", 0
@@ -199,6 +208,33 @@ func (s *EventStore) ExecutionsOf(ctx context.Context, subject string) ([]string
 	}
 }
 
+// indexedExecutionsOf is ExecutionsOf through the Index.
+func (s *EventStore) indexedExecutionsOf(ctx context.Context, subject string) ([]string, error) {
+	ids, err := s.index.Executions(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > MaxErasureScan {
+		return nil, fmt.Errorf("crypto: ExecutionsOf: the index holds more than %d executions", MaxErasureScan)
+	}
+	ids = slices.Clone(ids)
+	slices.Sort(ids) // an index of the caller's may break its contract: the answer stays in id order
+	out := make([]string, 0, len(ids))
+	for i, id := range ids {
+		if store.IsInboxStream(id) || (i > 0 && id == ids[i-1]) {
+			continue
+		}
+		got, found, err := s.recordedSubject(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if found && got == subject {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // Erasure is what EraseSubject did: the proof of the destroyed key and the
 // executions whose sealed members now read as shredded markers — those a
 // PAYLOAD_SHREDDED {subject} fact belongs in.
@@ -211,7 +247,8 @@ type Erasure struct {
 // it (ExecutionsOf), then destroys its key through the KeyStore, durably.
 // From then on every read of those members, through any wrapper over the
 // same KeyStore, returns a ShreddedMarker, and no new data is sealed under
-// the subject. A failure of the scan destroys nothing. Erasing an erased
+// the subject. A failure to find the executions (the scan, or the Index)
+// destroys nothing. Erasing an erased
 // subject returns the recorded proof again. Recording PAYLOAD_SHREDDED in
 // each execution is the caller's (the kernel's) step.
 func (s *EventStore) EraseSubject(ctx context.Context, subject string) (Erasure, error) {
