@@ -21,8 +21,15 @@ type RetentionPolicy struct {
 	// TerminalTTL, when positive, deletes an ended execution (completed,
 	// failed, cancelled, or continued as new) whose end event is older
 	// than this: its log and its snapshots. An execution a branch ref
-	// points at is kept. The archive keeps what compaction moved.
+	// points at is kept. The archive keeps what compaction moved, unless
+	// DeleteArchived.
 	TerminalTTL time.Duration
+	// DeleteArchived also deletes the archived history (compacted events)
+	// of each execution TerminalTTL deletes, before its log, so the id can
+	// be reused with nothing of the old life left in the archive. It needs
+	// TerminalTTL and an archive that is a store.ArchiveDeleter. Default
+	// false: the archive stays, as the audit record.
+	DeleteArchived bool
 	// KeepSnapshots, when positive, prunes each execution's snapshots to
 	// the latest KeepSnapshots, always keeping its compaction checkpoint
 	// (the snapshot that stands for its compacted history) and every one
@@ -56,6 +63,8 @@ func (p RetentionPolicy) Validate() error {
 		return &RetentionPolicyError{Member: "terminalTtl", Reason: "a negative duration; use a positive one such as \"720h\", or leave it out to keep ended executions"}
 	case p.KeepSnapshots < 0:
 		return &RetentionPolicyError{Member: "keepSnapshots", Reason: "a negative count; use 1 or more, or leave it out to keep every snapshot"}
+	case p.DeleteArchived && p.TerminalTTL == 0:
+		return &RetentionPolicyError{Member: "deleteArchived", Reason: "it deletes the archived history of the executions terminalTtl deletes: set terminalTtl too, or leave deleteArchived out"}
 	case p.ContentUnpinnedAfter < 0:
 		return &RetentionPolicyError{Member: "contentUnpinnedAfter", Reason: "a negative duration"}
 	case p.ContentUnpinnedAfter > 0:
@@ -76,6 +85,7 @@ func ParseRetentionPolicy(data []byte) (RetentionPolicy, error) {
 		KeepSnapshots        *int    `json:"keepSnapshots"`
 		TrimConsumedMessages *bool   `json:"trimConsumedMessages"`
 		ContentUnpinnedAfter *string `json:"contentUnpinnedAfter"`
+		DeleteArchived       *bool   `json:"deleteArchived"`
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(data, &members); err != nil {
@@ -83,10 +93,10 @@ func ParseRetentionPolicy(data []byte) (RetentionPolicy, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(members)) {
 		switch name {
-		case "terminalTtl", "keepSnapshots", "trimConsumedMessages", "contentUnpinnedAfter":
+		case "terminalTtl", "keepSnapshots", "trimConsumedMessages", "contentUnpinnedAfter", "deleteArchived":
 		default:
 			return RetentionPolicy{}, &RetentionPolicyError{Member: strconv.Quote(name),
-				Reason: "unknown member (names are matched exactly): the members are terminalTtl, keepSnapshots, trimConsumedMessages, contentUnpinnedAfter"}
+				Reason: "unknown member (names are matched exactly): the members are terminalTtl, deleteArchived, keepSnapshots, trimConsumedMessages, contentUnpinnedAfter"}
 		}
 	}
 	if err := event.UnmarshalExactKnown(data, &raw); err != nil {
@@ -114,6 +124,9 @@ func ParseRetentionPolicy(data []byte) (RetentionPolicy, error) {
 	if raw.TrimConsumedMessages != nil {
 		p.TrimConsumedMessages = *raw.TrimConsumedMessages
 	}
+	if raw.DeleteArchived != nil {
+		p.DeleteArchived = *raw.DeleteArchived
+	}
 	return p, p.Validate()
 }
 
@@ -128,6 +141,9 @@ func (p RetentionPolicy) MarshalJSON() ([]byte, error) {
 	}
 	if p.TrimConsumedMessages {
 		out["trimConsumedMessages"] = true
+	}
+	if p.DeleteArchived {
+		out["deleteArchived"] = true
 	}
 	if p.ContentUnpinnedAfter != 0 {
 		out["contentUnpinnedAfter"] = p.ContentUnpinnedAfter.String()
@@ -176,6 +192,13 @@ func (rt *Runtime) ApplyRetention(ctx context.Context, p RetentionPolicy, dryRun
 	if p.TrimConsumedMessages && (rt.cfg.Archive == nil || !canTrim) {
 		return rep, &NotConfiguredError{Field: "Archive", Need: "trimming consumed messages (an archive and a store.PrefixTrimmer)"}
 	}
+	var archived store.ArchiveDeleter
+	if p.DeleteArchived {
+		var ok bool
+		if archived, ok = rt.cfg.Archive.(store.ArchiveDeleter); !ok {
+			return rep, &NotConfiguredError{Field: "Archive", Need: "deleteArchived (an archive that is a store.ArchiveDeleter)"}
+		}
+	}
 	pinned, err := rt.pinnedByRefs(ctx)
 	if err != nil {
 		return rep, err
@@ -199,7 +222,7 @@ func (rt *Runtime) ApplyRetention(ctx context.Context, p RetentionPolicy, dryRun
 					rep.KeptByRef++
 				} else if expired {
 					if !dryRun {
-						if err := rt.deleteExecution(ctx, deleter, x.ExecutionID); err != nil {
+						if err := rt.deleteExecution(ctx, deleter, archived, x.ExecutionID); err != nil {
 							return rep, err
 						}
 					}
@@ -261,9 +284,16 @@ func (rt *Runtime) endedBefore(ctx context.Context, x store.ExecutionInfo, cutof
 // deleteExecution removes an ended execution's log and snapshots (the
 // snapshots first: a log without snapshots is whole, a snapshot without
 // its log would be served to nobody but is never read).
-func (rt *Runtime) deleteExecution(ctx context.Context, deleter store.ExecutionDeleter, id string) error {
+func (rt *Runtime) deleteExecution(ctx context.Context, deleter store.ExecutionDeleter, archived store.ArchiveDeleter, id string) error {
 	if err := rt.authorize(ctx, "delete", id, "", true); err != nil {
 		return err
+	}
+	if archived != nil {
+		// Before the log: a crash in between leaves a log the next pass
+		// deletes, never an archive nothing lists any more.
+		if err := archived.DeleteArchived(ctx, id); err != nil {
+			return fmt.Errorf("loom: retention: deleting the archived history of %q: %w", id, err)
+		}
 	}
 	if sd, ok := rt.cfg.Snapshots.(store.SnapshotDeleter); ok {
 		if err := sd.DeleteExecution(ctx, id); err != nil {

@@ -29,6 +29,7 @@ func TestParseRetentionPolicyIsStrict(t *testing.T) {
 		{`{"terminalTtl":"a month"}`, "terminalTtl"},
 		{`{"keepSnapshots":-1}`, "keepSnapshots"},
 		{`{"contentUnpinnedAfter":"24h"}`, "contentUnpinnedAfter"},
+		{`{"deleteArchived":true}`, "deleteArchived"}, // without terminalTtl it deletes nothing
 		{`[1]`, "(file)"},
 	} {
 		var pe *loom.RetentionPolicyError
@@ -117,6 +118,47 @@ func TestApplyRetentionDeletesEndedExecutionsPastTheirTTLAndADryRunCountsThem(t 
 	}
 	if again, err := w2.ApplyRetention(ctx, policy, false); err != nil || len(again.Executions) != 0 {
 		t.Fatalf("a second run: %+v %v", again, err)
+	}
+}
+
+// TestApplyRetentionDeletesTheArchivedHistoryOnlyWhenAsked: an expired
+// compacted execution's archived events stay by default (the audit
+// record) and go with deleteArchived, after which its id can be reused and
+// compacted again.
+func TestApplyRetentionDeletesTheArchivedHistoryOnlyWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	w := newRetentionWorld(t, nil)
+	kept, dropped := w.finished(t), w.finished(t)
+	for _, id := range []string{kept, dropped} {
+		if _, err := w.rt.Compact(ctx, id, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.clock.advance(48 * time.Hour)
+	w.rt.Close()
+	rt := newRetentionWorldOn(t, w)
+	if p, err := loom.ParseRetentionPolicy([]byte(`{"terminalTtl":"24h","deleteArchived":true}`)); err != nil || !p.DeleteArchived {
+		t.Fatalf("parse: %+v %v", p, err)
+	}
+	// kept goes under a policy without deleteArchived: its archive stays.
+	if _, err := w.branches.CreateRef(ctx, "hold", dropped); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := rt.ApplyRetention(ctx, loom.RetentionPolicy{TerminalTTL: 24 * time.Hour}, false); err != nil || !slices.Equal(rep.Executions, []string{kept}) {
+		t.Fatalf("without deleteArchived: %+v %v", rep, err)
+	}
+	if archived, _ := w.archive.ReadArchived(ctx, kept, 0, -1); len(archived) != 3 {
+		t.Fatalf("the archive of %s holds %d events after its deletion, want its 3 kept", kept, len(archived))
+	}
+	if _, err := w.branches.MoveRef(ctx, "hold", kept, store.AnyVersion); err != nil { // release dropped
+		t.Fatal(err)
+	}
+	rep, err := rt.ApplyRetention(ctx, loom.RetentionPolicy{TerminalTTL: 24 * time.Hour, DeleteArchived: true}, false)
+	if err != nil || !slices.Equal(rep.Executions, []string{dropped}) {
+		t.Fatalf("with deleteArchived: %+v %v", rep, err)
+	}
+	if archived, _ := w.archive.ReadArchived(ctx, dropped, 0, -1); len(archived) != 0 {
+		t.Fatalf("the archive of %s still holds %d events", dropped, len(archived))
 	}
 }
 

@@ -20,6 +20,7 @@ const (
 	ArchiveStoreSPIVersion   = "1.0.0"
 	PrefixTrimmerSPIVersion  = "1.0.0"
 	PrefixArchiverSPIVersion = "1.0.0"
+	ArchiveDeleterSPIVersion = "1.0.0"
 )
 
 // ArchiveStore keeps the events compaction moved out of logs. Archive is
@@ -36,6 +37,15 @@ type ArchiveStore interface {
 	// from <= sequence < to (to < 0: to the end), ascending; an unknown
 	// execution yields none.
 	ReadArchived(ctx context.Context, executionID string, from, to int64) ([]event.Envelope, error)
+}
+
+// ArchiveDeleter is an optional ArchiveStore capability: forgetting an
+// execution's archived history, for retention (RetentionPolicy's
+// deleteArchived) once its log is deleted.
+type ArchiveDeleter interface {
+	// DeleteArchived removes every archived event of executionID,
+	// atomically; an unknown execution is not an error.
+	DeleteArchived(ctx context.Context, executionID string) error
 }
 
 // PrefixTrimmer is an optional EventStore capability: dropping a log's

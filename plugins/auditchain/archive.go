@@ -3,6 +3,7 @@ package auditchain
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
@@ -40,6 +41,16 @@ func (a *ArchiveStore) Archive(ctx context.Context, executionID string, events [
 		return nil
 	}
 	return &store.InvalidAppendError{Index: 0, Reason: "a chained log's events are archived through the chained EventStore (Runtime.Compact), which moves them with their links"}
+}
+
+// DeleteArchived implements store.ArchiveDeleter by forwarding it (for
+// retention); an inner archive that cannot delete is *MissingCapabilityError.
+func (a *ArchiveStore) DeleteArchived(ctx context.Context, executionID string) error {
+	d, ok := a.inner.(store.ArchiveDeleter)
+	if !ok {
+		return &MissingCapabilityError{Store: fmt.Sprintf("%T", a.inner), Capability: "store.ArchiveDeleter"}
+	}
+	return d.DeleteArchived(ctx, executionID)
 }
 
 // ReadArchived implements store.ArchiveStore: the archived events without

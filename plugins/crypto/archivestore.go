@@ -107,6 +107,19 @@ func (a *ArchiveStore) ReadArchived(ctx context.Context, executionID string, fro
 	return evs, nil
 }
 
+// DeleteArchived implements store.ArchiveDeleter by forwarding it; an
+// inner archive that cannot delete answers *MissingCapabilityError.
+func (a *ArchiveStore) DeleteArchived(ctx context.Context, executionID string) error {
+	if a.closed.Load() {
+		return store.ErrClosed
+	}
+	d, ok := a.inner.(store.ArchiveDeleter)
+	if !ok {
+		return &MissingCapabilityError{Store: "ArchiveStore", Capability: "store.ArchiveDeleter"}
+	}
+	return d.DeleteArchived(ctx, executionID)
+}
+
 // Close closes the inner archive when it has a Close method (not the
 // KeyStore); later calls return store.ErrClosed.
 func (a *ArchiveStore) Close() error {

@@ -27,7 +27,10 @@ type ArchiveStore struct {
 	view
 }
 
-var _ store.ArchiveStore = (*ArchiveStore)(nil)
+var (
+	_ store.ArchiveStore   = (*ArchiveStore)(nil)
+	_ store.ArchiveDeleter = (*ArchiveStore)(nil)
+)
 
 // Archive implements store.ArchiveStore: the batch is checked by
 // store.ValidateArchive under the DB's limits (*store.InvalidAppendError),
@@ -106,3 +109,17 @@ func (s *ArchiveStore) ReadArchived(ctx context.Context, executionID string, fro
 // from OpenArchiveStore closes its DB; one from DB.ArchiveStore only
 // detaches. A second Close returns nil.
 func (s *ArchiveStore) Close() error { return s.close() }
+
+// DeleteArchived implements store.ArchiveDeleter: one statement.
+func (s *ArchiveStore) DeleteArchived(ctx context.Context, executionID string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if !pgText(executionID) {
+		return nil
+	}
+	if _, err := s.db.pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{s.db.opts.Schema}.Sanitize()+`.archive WHERE execution_id = $1::text`, executionID); err != nil {
+		return s.readErr("delete archived events", err)
+	}
+	return nil
+}

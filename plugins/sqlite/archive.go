@@ -25,7 +25,10 @@ type ArchiveStore struct {
 	view
 }
 
-var _ store.ArchiveStore = (*ArchiveStore)(nil)
+var (
+	_ store.ArchiveStore   = (*ArchiveStore)(nil)
+	_ store.ArchiveDeleter = (*ArchiveStore)(nil)
+)
 
 // Archive statements.
 var (
@@ -138,6 +141,20 @@ func (s *ArchiveStore) ReadArchived(ctx context.Context, executionID string, fro
 // from OpenArchiveStore closes its DB; one from DB.ArchiveStore only
 // detaches. A second Close returns nil.
 func (s *ArchiveStore) Close() error { return s.close() }
+
+// DeleteArchived implements store.ArchiveDeleter: one write transaction
+// on the DB's writer.
+func (s *ArchiveStore) DeleteArchived(ctx context.Context, executionID string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.db.w.run(ctx, func(c *rawConn) error {
+		return c.inTx(func() error {
+			_, err := c.exec(`DELETE FROM archive WHERE execution_id = ?`, executionID)
+			return err
+		})
+	})
+}
 
 // OpenArchiveStore is OpenEventStore for an ArchiveStore that owns its
 // database file.

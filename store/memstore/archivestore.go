@@ -9,7 +9,10 @@ import (
 	"github.com/loom-kernel/loom/store"
 )
 
-var _ store.ArchiveStore = (*ArchiveStore)(nil)
+var (
+	_ store.ArchiveStore   = (*ArchiveStore)(nil)
+	_ store.ArchiveDeleter = (*ArchiveStore)(nil)
+)
 
 // ArchiveStore is the in-memory store.ArchiveStore; build one with
 // NewArchiveStore. It is safe for concurrent use.
@@ -75,6 +78,20 @@ func (s *ArchiveStore) ReadArchived(ctx context.Context, executionID string, fro
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Sequence < out[j].Sequence })
 	return out, nil
+}
+
+// DeleteArchived implements store.ArchiveDeleter.
+func (s *ArchiveStore) DeleteArchived(ctx context.Context, executionID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	delete(s.logs, executionID)
+	return nil
 }
 
 // Close drops the archive; later calls fail with store.ErrClosed.

@@ -65,6 +65,33 @@ func RunArchiveStore(t *testing.T, f ArchiveStoreFactory) {
 			t.Fatalf("Archive(%q, %v): %v", exec, sequencesOf(evs), err)
 		}
 	}
+	t.Run("DeleteArchived", func(t *testing.T) {
+		a := f.open(t)
+		d, ok := a.(store.ArchiveDeleter)
+		if !ok {
+			t.Skip("the archive is not a store.ArchiveDeleter (optional)")
+		}
+		archive(t, a, "x", batchAt("x", 1, 5))
+		archive(t, a, "y", batchAt("y", 1, 2))
+		if err := d.DeleteArchived(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if evs := read(t, a, "x", 0, -1); len(evs) != 0 {
+			t.Fatalf("after DeleteArchived: %v", sequencesOf(evs))
+		}
+		assertEvents(t, "the other execution", read(t, a, "y", 0, -1), batchAt("y", 1, 2))
+		if err := d.DeleteArchived(ctx, "unknown"); err != nil {
+			t.Fatalf("DeleteArchived of an unknown execution: %v", err)
+		}
+		// A reused id archives its own history: nothing of the deleted one
+		// is left to conflict with.
+		other := batchAt("x", 1, 2)
+		for i := range other {
+			other[i].Payload = []byte(`{"another":"life"}`)
+		}
+		archive(t, a, "x", other)
+		assertEvents(t, "the reused id", read(t, a, "x", 0, -1), other)
+	})
 	t.Run("RoundTripAndRanges", func(t *testing.T) {
 		a := f.open(t)
 		archive(t, a, "x", batchAt("x", 1, 5))
