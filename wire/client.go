@@ -147,6 +147,11 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 }
 
 func (c *Client) post(ctx context.Context, method string, params any, accept string) (*http.Response, error) {
+	return c.postWith(ctx, method, params, accept, nil)
+}
+
+// postWith is post with extra request headers.
+func (c *Client) postWith(ctx context.Context, method string, params any, accept string, header map[string]string) (*http.Response, error) {
 	req := map[string]any{"jsonrpc": "2.0", "id": c.nextID.Add(1), "method": method}
 	if params != nil {
 		req["params"] = params
@@ -163,6 +168,9 @@ func (c *Client) post(ctx context.Context, method string, params any, accept str
 	hr.Header.Set("Accept", accept)
 	if c.token != "" {
 		hr.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range header { //loom:order-independent header set
+		hr.Header.Set(k, v)
 	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {

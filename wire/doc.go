@@ -42,7 +42,7 @@
 // stored payload that is not UTF-8) is replaced by CodeInternal, and an
 // event stream ends with an internal-error event instead.
 //
-// # Methods (wire ABI 1.1.0)
+// # Methods (wire ABI 1.2.0)
 //
 //	method               params                                          result
 //	loom.handshake       —                                               {wireAbiVersion, kernelAbiVersion, syscalls, eventSchemaVersion, methods, maxRequestBytes, maxEventsPage, flows}
@@ -55,6 +55,7 @@
 //	execution.subscribe  {executionId, from?}                            a text/event-stream (below)
 //	execution.resolve    {executionId, stepId, attempt, done?, output?, wait?}  {executionId, state?}
 //	execution.gate       {executionId}                                   {executionId, flowId, status, sequence, gate?}
+//	execution.watch      {executionId}                                   a text/event-stream of states (below)
 //
 // state is always fold.Encode's canonical JSON ({status, frames, variables,
 // sequence, startedAt, updatedAt}), byte-identical on every conforming
@@ -97,6 +98,18 @@
 // server is stopping). A Last-Event-ID request header resumes after that
 // sequence. A refusal before the stream starts is an ordinary JSON-RPC error
 // response.
+//
+// execution.watch (1.2.0) is a live query of the folded state on the same
+// framing: the execution's current durable state first, then its state
+// after each new durable event, as
+//
+//	id: <sequence>
+//	event: state
+//	data: <fold.Encode canonical state JSON>
+//
+// A Last-Event-ID header naming the sequence of the state the client holds
+// skips the first state when nothing changed since; otherwise the current
+// state comes first, so a reconnecting client is current at once.
 //
 // # Errors
 //
@@ -159,6 +172,8 @@
 // recorded, registered, need, want and flows (data.location is kept: the
 // first violation's pointer). An unknown flow's message now names the
 // registered flows; a busy refusal's says when to retry.
+//
+// 1.2.0 added execution.watch; nothing was renamed or removed.
 //
 // # Security defaults
 //

@@ -99,7 +99,7 @@ func ExampleClient() {
 	_, err := c.State(ctx, wire.StateParams{ExecutionID: "nope"})
 	fmt.Println(errors.Is(err, loom.ErrExecutionNotFound))
 	// Output:
-	// wire ABI 1.1.0
+	// wire ABI 1.2.0
 	// 0 EXECUTION_STARTED
 	// 1 EXECUTION_SUSPENDED
 	// 2 EXECUTION_RESUMED
@@ -173,4 +173,40 @@ type wirePrincipal struct{}
 
 func (wirePrincipal) Authenticate(ctx context.Context, _ string, _ loom.ResumeEvent) (json.RawMessage, error) {
 	return json.Marshal(wire.PrincipalFrom(ctx))
+}
+
+// Watch is a live query of an execution's state: the current durable state
+// first, then the state after each new event.
+func ExampleClient_Watch() {
+	flow := loom.NewFlow("count", func(ctx *loom.Context, n int) (int, error) {
+		return loom.Suspend[int](ctx, "add")
+	})
+	events := memstore.NewEventStore()
+	rt, _ := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	h, _ := wire.Handler(rt, wire.Options{Events: events, Authenticate: wire.BearerToken("t0ken", "ops")})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ctx := context.Background()
+
+	c, _ := wire.NewClient(srv.URL, wire.WithToken("t0ken"))
+	_, _ = c.Start(ctx, wire.StartParams{FlowID: "count", Input: json.RawMessage("1"), ExecutionID: "w-1", Wait: true})
+	w, err := c.Watch(ctx, wire.WatchParams{ExecutionID: "w-1"}, -1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	_, _ = c.Resume(ctx, wire.ResumeParams{ExecutionID: "w-1", EventType: "add", Payload: json.RawMessage("41")})
+	for u := range w.States() {
+		st, _ := u.Decode()
+		fmt.Println(u.Sequence, st.Status)
+		if st.Status.Terminal() {
+			break
+		}
+	}
+	// Output:
+	// 1 suspended
+	// 2 running
+	// 3 completed
 }

@@ -196,6 +196,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveSubscribe(ctx, w, r, req)
 		return
 	}
+	if req.Method == MethodWatch {
+		h.serveWatch(ctx, w, r, req)
+		return
+	}
 	resp, notify := h.call(ctx, req)
 	if notify {
 		w.WriteHeader(http.StatusNoContent)
@@ -224,8 +228,8 @@ func (h *handler) serveBatch(ctx context.Context, w http.ResponseWriter, body []
 		switch {
 		case rerr != nil:
 			out = append(out, errorResponse(req.ID, rerr))
-		case req.Method == MethodSubscribe:
-			out = append(out, errorResponse(req.ID, newError(CodeInvalidRequest, "execution.subscribe cannot be batched", nil)))
+		case req.Method == MethodSubscribe, req.Method == MethodWatch:
+			out = append(out, errorResponse(req.ID, newError(CodeInvalidRequest, req.Method+" cannot be batched", nil)))
 		default:
 			if resp, notify := h.call(ctx, req); !notify {
 				out = append(out, resp)

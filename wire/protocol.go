@@ -19,16 +19,17 @@ import (
 // 1.1.0 added execution.resolve and execution.gate, the handshake's flows,
 // the codes CodeFlowCodeMismatch and CodeNotConfigured, and structured data
 // on refusals (violations, owner and expiresAt, recorded and registered,
-// field and need, flows); nothing was renamed or removed.
-const Version = "1.1.0"
+// field and need, flows); nothing was renamed or removed. 1.2.0 added
+// execution.watch, a live query of an execution's folded state.
+const Version = "1.2.0"
 
 // Path is where Handler answers when an app mounts it at the root: every
 // JSON-RPC request, including the subscribe stream, is a POST to Path.
 const Path = "/rpc"
 
-// The methods of wire ABI 1.1.0: one per syscall-ABI entry point a client
+// The methods of wire ABI 1.2.0: one per syscall-ABI entry point a client
 // outside the process may call, plus the handshake. Resolve and Gate came
-// with 1.1.0.
+// with 1.1.0, Watch with 1.2.0.
 const (
 	MethodHandshake = "loom.handshake"
 	MethodStart     = "execution.start"
@@ -40,13 +41,14 @@ const (
 	MethodSubscribe = "execution.subscribe"
 	MethodResolve   = "execution.resolve"
 	MethodGate      = "execution.gate"
+	MethodWatch     = "execution.watch"
 )
 
 // Methods lists every method of this wire ABI version, in the order of the
 // protocol table (doc.go). The handshake advertises it.
 func Methods() []string {
 	return []string{MethodHandshake, MethodStart, MethodResume, MethodCancel, MethodFork,
-		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate}
+		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate, MethodWatch}
 }
 
 // Handshake is the result of loom.handshake: what a client feature-detects

@@ -90,9 +90,31 @@ func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscriptio
 	return s, nil
 }
 
-// read parses the stream (the SSE format: "field: value" lines, a blank
-// line ends an event, ":" starts a comment) until it ends.
+// read delivers the stream's envelopes until it ends.
 func (s *Subscription) read(ctx context.Context, body io.Reader) error {
+	return readFrames(body, func(name string, data []byte) (bool, error) {
+		if name != "envelope" {
+			return true, nil
+		}
+		e, err := event.Decode(data, event.Limits{})
+		if err != nil {
+			return false, fmt.Errorf("wire: an envelope on the stream: %w", err)
+		}
+		select {
+		case s.events <- e:
+			s.last = e.Sequence
+			return true, nil
+		case <-ctx.Done():
+			return false, nil
+		}
+	})
+}
+
+// readFrames parses an event stream (the SSE format: "field: value" lines,
+// a blank line ends an event, ":" starts a comment) and hands each event
+// but "error" to on, until on says stop or the stream ends; an "error"
+// event ends it with the *Error it carries.
+func readFrames(body io.Reader, on func(name string, data []byte) (more bool, err error)) error {
 	r := bufio.NewReaderSize(body, 64<<10)
 	var name string
 	var data bytes.Buffer
@@ -119,24 +141,17 @@ func (s *Subscription) read(ctx context.Context, body io.Reader) error {
 			}
 			continue
 		}
-		switch name {
-		case "envelope":
-			e, err := event.Decode(data.Bytes(), event.Limits{})
-			if err != nil {
-				return fmt.Errorf("wire: an envelope on the stream: %w", err)
-			}
-			select {
-			case s.events <- e:
-				s.last = e.Sequence
-			case <-ctx.Done():
-				return nil
-			}
-		case "error":
+		if name == "error" {
 			var we Error
 			if err := json.Unmarshal(data.Bytes(), &we); err != nil {
 				return fmt.Errorf("wire: an unreadable error event on the stream")
 			}
 			return &we
+		}
+		if name != "" {
+			if more, err := on(name, data.Bytes()); err != nil || !more {
+				return err
+			}
 		}
 		name = ""
 		data.Reset()

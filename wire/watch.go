@@ -1,0 +1,240 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
+)
+
+// WatchParams are the params of execution.watch (1.2.0), a live query of an
+// execution's folded state. The response is a text/event-stream (doc.go):
+// the current durable state first, then the state after each new durable
+// event, each as "event: state" with the state's sequence as its id. A
+// Last-Event-ID header (the sequence of the state the client holds) skips
+// the first state when nothing changed since.
+type WatchParams struct {
+	ExecutionID string `json:"executionId"`
+}
+
+// serveWatch answers execution.watch: the durable state (loaded from the
+// store, snapshot plus log), then the log followed from the next sequence
+// and folded one envelope at a time (fold.Folder, the runtime's fold), each
+// state sent as fold.Encode's canonical JSON. Refusals before the stream
+// starts are JSON-RPC errors; later failures an "error" event, as for
+// execution.subscribe.
+func (h *handler) serveWatch(ctx context.Context, w http.ResponseWriter, r *http.Request, req request) {
+	fail := func(err error) {
+		if req.ID == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.writeJSON(w, http.StatusOK, errorResponse(req.ID, h.wireError(req.Method, err)))
+	}
+	var p WatchParams
+	if err := decodeParams(req.Params, &p, true); err != nil {
+		fail(err)
+		return
+	}
+	if err := requireID("executionId", p.ExecutionID); err != nil {
+		fail(err)
+		return
+	}
+	held := int64(-1)
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		if n, err := strconv.ParseInt(last, 10, 64); err == nil && n >= 0 {
+			held = n
+		}
+	}
+	sub, ok := h.opts.Events.(store.Subscriber)
+	if !ok {
+		fail(newError(CodeSubscribeUnsupported, "this server's event store cannot follow a log (no store.Subscriber); poll execution.state", nil))
+		return
+	}
+	// The durable state: LoadStateAt reads the store (a live drive's state
+	// may hold events not yet durable, which a watcher must not see).
+	st, err := h.rt.LoadStateAt(ctx, p.ExecutionID, math.MaxInt64-1)
+	if err != nil {
+		fail(err)
+		return
+	}
+	s, err := sub.Subscribe(ctx, p.ExecutionID, st.Sequence+1)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer s.Close()
+
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(frame string) bool {
+		if _, err := w.Write([]byte(frame)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(": loom wire " + Version + " watch\n\n") {
+		return
+	}
+	sendState := func(st fold.State) bool {
+		frame, err := stateFrame(st)
+		if err != nil {
+			send(errorFrame(h.wireError(req.Method, err)))
+			return false
+		}
+		return send(frame)
+	}
+	if st.Sequence != held && !sendState(st) {
+		return
+	}
+	f := fold.NewFolder(st)
+	beat := time.NewTicker(h.opts.Heartbeat)
+	defer beat.Stop()
+	stopping := stopSignal(ctx)
+	for {
+		select {
+		case e, ok := <-s.Events():
+			if !ok {
+				if err := s.Err(); err != nil {
+					send(errorFrame(h.wireError(req.Method, err)))
+				}
+				return
+			}
+			if err := f.ApplyChecked(e); err != nil {
+				send(errorFrame(h.wireError(req.Method, err)))
+				return
+			}
+			if !sendState(f.State()) {
+				return
+			}
+		case <-beat.C:
+			if !send(": ping\n\n") {
+				return
+			}
+		case <-stopping:
+			send(errorFrame(newError(CodeUnavailable, "the server is stopping; reconnect with Last-Event-ID", nil)))
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// stateFrame renders a state as an SSE event: its sequence as the id,
+// "state" as the name, fold.Encode's canonical JSON on one data line.
+func stateFrame(st fold.State) (string, error) {
+	b, err := fold.Encode(st)
+	if err != nil {
+		return "", err
+	}
+	if b, err = marshalValid(json.RawMessage(b)); err != nil {
+		return "", err
+	}
+	return "id: " + strconv.FormatInt(st.Sequence, 10) + "\nevent: state\ndata: " + string(b) + "\n\n", nil
+}
+
+// StateUpdate is one state of an execution.watch stream: the canonical
+// state JSON (fold.Encode) after the event at Sequence.
+type StateUpdate struct {
+	Sequence int64
+	State    json.RawMessage
+}
+
+// Decode decodes the update's state.
+func (u StateUpdate) Decode() (fold.State, error) { return fold.Decode(u.State) }
+
+// Watch is an execution.watch stream on the client side: the execution's
+// states, the current one first, in sequence order, until it is closed,
+// its context ends, or the stream fails.
+type Watch struct {
+	states chan StateUpdate
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	last   int64
+}
+
+// States is closed when the watch ends; then Err says why.
+func (w *Watch) States() <-chan StateUpdate { return w.states }
+
+// Err returns why the watch ended, as Subscription.Err does. Call it once
+// States is closed.
+func (w *Watch) Err() error {
+	<-w.done
+	return w.err
+}
+
+// Last returns the sequence of the last state delivered, -1 before any:
+// watch again with WatchFrom(Last()) to go on where it ended.
+func (w *Watch) Last() int64 {
+	<-w.done
+	return w.last
+}
+
+// Close ends the watch and waits for its goroutine to exit.
+func (w *Watch) Close() {
+	w.cancel()
+	<-w.done
+}
+
+// Watch calls execution.watch. held is the sequence of the state the
+// caller already holds (-1 for none): the server then skips the first state
+// when nothing changed since. A refusal is returned here as an *Error;
+// later failures end the Watch and are reported by its Err.
+func (c *Client) Watch(ctx context.Context, p WatchParams, held int64) (*Watch, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var header map[string]string
+	if held >= 0 {
+		header = map[string]string{"Last-Event-ID": strconv.FormatInt(held, 10)}
+	}
+	resp, err := c.postWith(ctx, MethodWatch, p, "text/event-stream", header)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		defer cancel()
+		defer resp.Body.Close()
+		if err := c.decodeResponse(resp, nil); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("wire: %s answered execution.watch without an event stream", c.endpoint)
+	}
+	w := &Watch{states: make(chan StateUpdate), cancel: cancel, done: make(chan struct{}), last: -1}
+	go func() {
+		defer close(w.done)
+		defer close(w.states)
+		defer resp.Body.Close()
+		err := readFrames(resp.Body, func(name string, data []byte) (bool, error) {
+			if name != "state" {
+				return true, nil
+			}
+			st, err := fold.Decode(data)
+			if err != nil {
+				return false, fmt.Errorf("wire: a state on the stream: %w", err)
+			}
+			select {
+			case w.states <- StateUpdate{Sequence: st.Sequence, State: append(json.RawMessage(nil), data...)}:
+				w.last = st.Sequence
+				return true, nil
+			case <-ctx.Done():
+				return false, nil
+			}
+		})
+		if ctx.Err() == nil {
+			w.err = err
+		}
+	}()
+	return w, nil
+}
