@@ -4,8 +4,11 @@
 // fork/simulate/promote). TimerStore keeps durable wake-ups, and the
 // plugin-tier ContentStore keeps the content-addressed blobs the claim-check
 // middleware moves out of the log (ADR 0054; the log records only the ref,
-// so replay never reads it). Each has a version constant pinned by a test to
-// its method set.
+// so replay never reads it). ArchiveStore keeps what compaction moved out of
+// the logs, and ReadModelStore the rows projections fold the logs into,
+// with a watermark per (projection, source) moved by an atomic
+// compare-and-set. Each has a version constant pinned by a test to its
+// method set.
 //
 // The required interfaces cover durability only. Optional capabilities —
 // range reads, subscriptions, fork copies, deletion, fencing, the index of

@@ -16,6 +16,9 @@ type Set struct {
 	Queues QueueStore
 	// Archive keeps the events compaction moves out of the logs.
 	Archive ArchiveStore
+	// ReadModels keeps the rows projections fold the logs into, and their
+	// watermarks.
+	ReadModels ReadModelStore
 }
 
 // Provider hands over a Set: a preset's result plugs into loom.Config

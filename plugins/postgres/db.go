@@ -17,7 +17,7 @@ import (
 // borrowed), the group-commit writer of appends, and the LISTEN connection
 // that wakes subscribers. The stores it hands out (EventStore,
 // SnapshotStore, BranchRegistry, TimerStore, LeaseStore, ContentStore,
-// QueueStore, ArchiveStore) are views that share it.
+// QueueStore, ArchiveStore, ReadModelStore) are views that share it.
 //
 // Ownership: a DB opened on Options.DSN owns its pool and closes it; one
 // opened on Options.Pool borrows it and never closes it. Closing a view only
@@ -144,6 +144,10 @@ func (db *DB) LeaseStore() *LeaseStore { return &LeaseStore{view: view{db: db}} 
 // ArchiveStore returns a view of the archive of compacted events. Closing
 // it does not close db.
 func (db *DB) ArchiveStore() *ArchiveStore { return &ArchiveStore{view: view{db: db}} }
+
+// ReadModelStore returns a view of the read models and their projections'
+// watermarks. Closing it does not close db.
+func (db *DB) ReadModelStore() *ReadModelStore { return &ReadModelStore{view: view{db: db}} }
 
 // WriteStats counts the appends this DB committed since Open.
 type WriteStats struct {

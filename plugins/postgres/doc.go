@@ -1,6 +1,6 @@
 // Package postgres is Loom's network storage: the event log, snapshots,
-// branch refs, durable timers, heartbeat leases, claim-checked content and
-// start queues of many nodes in one schema of a PostgreSQL database, through github.com/jackc/pgx/v5,
+// branch refs, durable timers, heartbeat leases, claim-checked content,
+// start queues, archived events and read models of many nodes in one schema of a PostgreSQL database, through github.com/jackc/pgx/v5,
 // with subscriptions woken across processes by LISTEN/NOTIFY
 // (github.com/jackc/pgxlisten). Point every node at the same database and
 // schema and any of them can read, resume or follow any execution.
@@ -20,7 +20,7 @@
 //
 // Open returns a *DB to take the stores one by one (DB.EventStore,
 // DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.LeaseStore,
-// DB.ContentStore, DB.QueueStore); OpenEventStore and its siblings open a DB for a single
+// DB.ContentStore, DB.QueueStore, DB.ArchiveStore, DB.ReadModelStore); OpenEventStore and its siblings open a DB for a single
 // store that owns it. Every store passes the store/storetest conformance kits against a
 // real server and implements every optional capability of its SPI,
 // store.Fencer included.
@@ -171,6 +171,24 @@
 // PerPartition and Rate hold however many nodes claim at once
 // (TestQueueTwoNodesHoldLimits). Renew, Complete and Release are
 // conditional UPDATEs on the claim's owner and token.
+//
+// # Read models across nodes
+//
+// ReadModelStore (migration 11) keeps the rows projections fold the logs
+// into: read_models, one row per (kind, id) with its owning projection, its
+// version, its indexed fields (a JSON object) and its document;
+// read_model_fields, one entry per (kind, field name, value, id), which a
+// Query with a Where walks in id order from its cursor; and
+// read_model_watermarks, one row per (projection, source). Apply is one
+// transaction that takes its locks in one order — the projection's
+// advisory lock shared, the watermark's row (a conditional UPDATE from
+// the caller's from, or INSERT … ON CONFLICT DO NOTHING for a first step),
+// then every row it writes, claimed in (kind, id) order by one INSERT … ON
+// CONFLICT DO UPDATE … WHERE false that locks the rows there and inserts
+// the rest — so of nodes racing one step exactly one commits, two writers
+// of one row never both succeed, and racing Applies never deadlock. Reset
+// holds the projection's advisory lock exclusively: it runs between the
+// projection's Applies, never beside one (TestReadModelApplyRacesWithoutDeadlock).
 //
 // # Tests
 //

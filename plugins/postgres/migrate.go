@@ -225,6 +225,44 @@ var schemaMigrations = []migration{
 			PRIMARY KEY (execution_id, sequence)
 		)`,
 	}},
+	{11, "read models", []string{
+		// One row per read-model row (store.ReadModelStore), keyed by
+		// (kind, id): the projection that owns it, its version, its
+		// indexed fields as a JSON object with sorted keys (what Reset
+		// and an update read to find its index entries; text, like
+		// payloads) and its document as written.
+		`CREATE TABLE {s}.read_models (
+			kind       text COLLATE "C" NOT NULL,
+			id         text COLLATE "C" NOT NULL,
+			projection text COLLATE "C" NOT NULL,
+			version    bigint NOT NULL CHECK (version > 0),
+			fields     text NOT NULL,
+			doc        text NOT NULL,
+			PRIMARY KEY (kind, id)
+		)`,
+		// Reset finds a projection's rows here.
+		`CREATE INDEX read_models_projection ON {s}.read_models (projection, kind, id)`,
+		// The equality index of Query: one entry per (kind, field name,
+		// value, id), so the rows of a kind holding a pair are one range
+		// of the key, in id order, from any cursor.
+		`CREATE TABLE {s}.read_model_fields (
+			kind  text COLLATE "C" NOT NULL,
+			name  text COLLATE "C" NOT NULL,
+			value text COLLATE "C" NOT NULL,
+			id    text COLLATE "C" NOT NULL,
+			PRIMARY KEY (kind, name, value, id)
+		)`,
+		// How far each projection has folded each source: Apply moves a
+		// row by compare-and-set under its row lock, Reset deletes the
+		// projection's rows. Rewritten by every Apply and in no other
+		// index, so fillfactor leaves room for HOT updates.
+		`CREATE TABLE {s}.read_model_watermarks (
+			projection text COLLATE "C" NOT NULL,
+			source     text COLLATE "C" NOT NULL,
+			sequence   bigint NOT NULL CHECK (sequence >= 0),
+			PRIMARY KEY (projection, source)
+		) WITH (fillfactor = 70)`,
+	}},
 }
 
 // sqlBackfillUnfinished fills the unfinished table of a schema written

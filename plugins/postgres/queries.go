@@ -41,6 +41,8 @@ type queries struct {
 	contentHas, contentPut, contentGet, contentDelete string
 
 	leaseAcquire, leaseHolder, leaseRenew, leaseRelease, leaseGet string
+
+	rm readModelQueries
 }
 
 // eventCols are the columns scanEvents reads, in its order.
@@ -309,6 +311,8 @@ func buildQueries(s string) queries {
 		leaseRelease: `UPDATE ` + s + `.leases SET owner = NULL WHERE execution_id = $1 AND owner = $2 AND token = $3`,
 		// A released row has no owner: Get finds nothing.
 		leaseGet: `SELECT owner, token, expires_at FROM ` + s + `.leases WHERE execution_id = $1 AND owner IS NOT NULL`,
+
+		rm: buildReadModelQueries(s),
 	}
 }
 

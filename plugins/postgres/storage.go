@@ -10,10 +10,11 @@ import (
 // Stores is the storage a runtime needs, over one schema of a PostgreSQL
 // database: the event log, the snapshots, the branch refs, the durable
 // timers, the heartbeat leases, the claim-check content store, the start
-// queues and the archive of compacted events, all sharing one DB.
+// queues, the archive of compacted events and the read models, all sharing
+// one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the eight
-// stores; closing one of the eight only detaches that one. A pool passed in
+// Ownership: Stores owns the DB. Close closes it, and with it the nine
+// stores; closing one of the nine only detaches that one. A pool passed in
 // Options.Pool is borrowed and stays open after Close. Close may be called
 // more than once and returns the first call's result.
 type Stores struct {
@@ -33,6 +34,9 @@ type Stores struct {
 	// Archive keeps the events loom.Runtime.Compact moves out of the logs;
 	// Events is the store.PrefixTrimmer that removes them.
 	Archive store.ArchiveStore
+	// ReadModels keeps the rows projections fold the logs into, and their
+	// watermarks, shared by every node on the schema.
+	ReadModels store.ReadModelStore
 	// Close waits for queued appends to commit, stops the LISTEN connection
 	// and closes the pool the DB opened (never a borrowed one).
 	Close func() error
@@ -43,7 +47,7 @@ type Stores struct {
 // Storage is the preset that wires Loom to PostgreSQL: it opens opts (see
 // Open for the guarantees and failure modes) and returns its event store,
 // snapshot store, branch registry, timer store, lease store, content
-// store, queue store and archive in a Stores value. Point every node at the same DSN and schema to
+// store, queue store, archive and read-model store in a Stores value. Point every node at the same DSN and schema to
 // share the executions between them.
 func Storage(ctx context.Context, opts Options) (Stores, error) {
 	db, err := Open(ctx, opts)
@@ -51,20 +55,21 @@ func Storage(ctx context.Context, opts Options) (Stores, error) {
 		return Stores{}, err
 	}
 	return Stores{
-		Events:    db.EventStore(),
-		Snapshots: db.SnapshotStore(),
-		Branches:  db.BranchRegistry(),
-		Timers:    db.TimerStore(),
-		Leases:    db.LeaseStore(),
-		Content:   db.ContentStore(),
-		Queues:    db.QueueStore(),
-		Archive:   db.ArchiveStore(),
-		Close:     db.Close,
-		DB:        db,
+		Events:     db.EventStore(),
+		Snapshots:  db.SnapshotStore(),
+		Branches:   db.BranchRegistry(),
+		Timers:     db.TimerStore(),
+		Leases:     db.LeaseStore(),
+		Content:    db.ContentStore(),
+		Queues:     db.QueueStore(),
+		Archive:    db.ArchiveStore(),
+		ReadModels: db.ReadModelStore(),
+		Close:      db.Close,
+		DB:         db,
 	}, nil
 }
 
-// view is what the eight stores share: the DB they work on and whether
+// view is what the nine stores share: the DB they work on and whether
 // closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on

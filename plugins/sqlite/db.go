@@ -22,7 +22,7 @@ var ErrInvalidOption = errors.New("sqlite: invalid option")
 // used by one group-committing caller at a time, and a pool of read-only
 // connections. The stores it hands out (EventStore, SnapshotStore,
 // BranchRegistry, TimerStore, LeaseStore, ContentStore, QueueStore,
-// ArchiveStore) are views that share it.
+// ArchiveStore, ReadModelStore) are views that share it.
 //
 // Ownership: the DB owns the file and every connection. Closing a view only
 // detaches that view (its later calls return store.ErrClosed); DB.Close
@@ -153,6 +153,10 @@ func (db *DB) LeaseStore() *LeaseStore { return &LeaseStore{view: view{db: db}} 
 // it does not close db.
 func (db *DB) ArchiveStore() *ArchiveStore { return &ArchiveStore{view: view{db: db}} }
 
+// ReadModelStore returns a view of the read models and their projections'
+// watermarks. Closing it does not close db.
+func (db *DB) ReadModelStore() *ReadModelStore { return &ReadModelStore{view: view{db: db}} }
+
 // WriteStats counts the appends committed since Open.
 type WriteStats struct {
 	// Transactions is the number of committed transactions that wrote
@@ -213,6 +217,15 @@ type readStmts struct {
 	lease          *sql.Stmt
 	trimPoint      *sql.Stmt
 	archiveRange   *sql.Stmt
+	rmGet          *sql.Stmt
+	rmQueryAll     *sql.Stmt
+	rmWatermark    *sql.Stmt
+	rmWatermarks   *sql.Stmt
+
+	// rmWhere holds the statements of read-model queries with a Where, by
+	// the number of its pairs, prepared on first use (whereStmt).
+	rmMu    sync.Mutex
+	rmWhere map[int]*sql.Stmt
 }
 
 const eventCols = `sequence, id, workflow_id, event_type, timestamp, payload, metadata`
@@ -246,6 +259,10 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 		{&r.lease, sqlGetLease},
 		{&r.trimPoint, sqlTrimPoint},
 		{&r.archiveRange, sqlArchiveRange},
+		{&r.rmGet, sqlRMGet},
+		{&r.rmQueryAll, sqlRMQueryAll},
+		{&r.rmWatermark, sqlRMWatermark},
+		{&r.rmWatermarks, sqlRMWatermarks},
 	}
 	for _, s := range list {
 		st, err := db.PrepareContext(ctx, s.q)
@@ -261,12 +278,21 @@ func prepareReads(ctx context.Context, db *sql.DB) (*readStmts, error) {
 func (r *readStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{r.eventsFrom, r.eventsRange, r.executions, r.unfinished, r.snapshotLatest,
-		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom, r.timer, r.timersDue, r.lease, r.trimPoint, r.archiveRange} {
+		r.snapshotAt, r.snapshotSeqs, r.ref, r.refsFrom, r.timer, r.timersDue, r.lease, r.trimPoint, r.archiveRange,
+		r.rmGet, r.rmQueryAll, r.rmWatermark, r.rmWatermarks} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)
 			}
 		}
+	}
+	r.rmMu.Lock()
+	defer r.rmMu.Unlock()
+	for k, st := range r.rmWhere { //loom:order-independent closing each
+		if err := st.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		delete(r.rmWhere, k)
 	}
 	return errors.Join(errs...)
 }

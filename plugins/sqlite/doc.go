@@ -1,6 +1,7 @@
 // Package sqlite is Loom's embedded storage: the event log, snapshots,
-// branch refs, durable timers, heartbeat leases and claim-checked content in
-// one SQLite file, through modernc.org/sqlite.
+// branch refs, durable timers, heartbeat leases, claim-checked content,
+// start queues, archived events and read models in one SQLite file,
+// through modernc.org/sqlite.
 //
 // # Use
 //
@@ -14,7 +15,7 @@
 //
 // Open returns a *DB to take the stores one by one (DB.EventStore,
 // DB.SnapshotStore, DB.BranchRegistry, DB.TimerStore, DB.LeaseStore,
-// DB.ContentStore); OpenEventStore and its siblings open a file for a
+// DB.ContentStore, DB.QueueStore, DB.ArchiveStore, DB.ReadModelStore); OpenEventStore and its siblings open a file for a
 // single store that owns it. Every store passes the store/storetest conformance kits and
 // implements every optional capability of its SPI.
 //
@@ -110,7 +111,15 @@
 // after a comparison with the rows already there, one writer transaction)
 // and EventStore.TrimThrough deletes them from the log and records the
 // trim point in the log's executions row, so reads skip them and the
-// length, MAX(sequence)+1, stays.
+// length, MAX(sequence)+1, stays. Read models (migration 10,
+// ReadModelStore) live in read_models, one row per (kind, id) with its
+// owning projection, version, indexed fields (a JSON object) and document;
+// read_model_fields holds one entry per (kind, field name, value, id), so
+// a Query with a Where walks that key in id order from its cursor (a test
+// checks SQLite's plan: no scan, no sort); read_model_watermarks holds one
+// row per (projection, source). Apply is one writer transaction (BEGIN
+// IMMEDIATE: nothing, in any process, changes what it checked before it
+// commits) that checks the watermark and every row, then writes them.
 //
 // # Why modernc.org/sqlite
 //

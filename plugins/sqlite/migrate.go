@@ -210,6 +210,43 @@ var schemaMigrations = []migration{
 		// case; it goes with the row when the log is deleted.
 		`ALTER TABLE executions ADD COLUMN trimmed INTEGER NOT NULL DEFAULT 0`,
 	}},
+	{10, "read models", []string{
+		// One row per read-model row (store.ReadModelStore), keyed by
+		// (kind, id) in BINARY (code-point) order: the projection that
+		// owns it, its version, its indexed fields as a JSON object with
+		// sorted keys (what Reset and an update read to find its index
+		// entries) and its document as written. A rowid table, like
+		// snapshots: documents are caller-sized.
+		`CREATE TABLE read_models (
+			kind       TEXT NOT NULL,
+			id         TEXT NOT NULL,
+			projection TEXT NOT NULL,
+			version    INTEGER NOT NULL,
+			fields     TEXT NOT NULL,
+			doc        TEXT NOT NULL,
+			PRIMARY KEY (kind, id)
+		)`,
+		// Reset finds a projection's rows here.
+		`CREATE INDEX read_models_projection ON read_models (projection)`,
+		// The equality index of Query: one entry per (kind, field name,
+		// value, id), so the rows of a kind holding a pair are one range
+		// of the key, in id order, from any cursor.
+		`CREATE TABLE read_model_fields (
+			kind  TEXT NOT NULL,
+			name  TEXT NOT NULL,
+			value TEXT NOT NULL,
+			id    TEXT NOT NULL,
+			PRIMARY KEY (kind, name, value, id)
+		) WITHOUT ROWID`,
+		// How far each projection has folded each source; Apply moves a
+		// row by compare-and-set, Reset deletes the projection's rows.
+		`CREATE TABLE read_model_watermarks (
+			projection TEXT NOT NULL,
+			source     TEXT NOT NULL,
+			sequence   INTEGER NOT NULL,
+			PRIMARY KEY (projection, source)
+		) WITHOUT ROWID`,
+	}},
 }
 
 // sqlBackfillUnfinished fills the unfinished table of a file written before

@@ -25,11 +25,11 @@ type StorageOptions struct {
 
 // Stores is the storage a runtime needs, over one SQLite file: the event
 // log, the snapshots, the branch refs, the durable timers, the heartbeat
-// leases, the claim-check content store, the start queues and the archive
-// of compacted events, all sharing one DB.
+// leases, the claim-check content store, the start queues, the archive
+// of compacted events and the read models, all sharing one DB.
 //
-// Ownership: Stores owns the DB. Close closes it, and with it the eight
-// stores; closing one of the eight only detaches that one. Close may be
+// Ownership: Stores owns the DB. Close closes it, and with it the nine
+// stores; closing one of the nine only detaches that one. Close may be
 // called more than once and returns the first call's result.
 type Stores struct {
 	Events    store.EventStore
@@ -48,6 +48,9 @@ type Stores struct {
 	// Archive keeps the events loom.Runtime.Compact moves out of the logs;
 	// Events is the store.PrefixTrimmer that removes them.
 	Archive store.ArchiveStore
+	// ReadModels keeps the rows projections fold the logs into, and their
+	// watermarks.
+	ReadModels store.ReadModelStore
 	// Close waits for queued writes to commit and closes the database file.
 	Close func() error
 	// DB is the shared database, for WriteStats or further views.
@@ -57,7 +60,8 @@ type Stores struct {
 // Storage is the preset that wires Loom to one SQLite file: it opens
 // opts.Path (see Open for the guarantees and failure modes) and returns its
 // event store, snapshot store, branch registry, timer store, lease store,
-// content store, queue store and archive in a Stores value.
+// content store, queue store, archive and read-model store in a Stores
+// value.
 func Storage(opts StorageOptions) (Stores, error) {
 	o := []Option{WithSynchronous(opts.Synchronous), WithLimits(opts.Limits)}
 	if opts.BusyTimeout > 0 {
@@ -71,21 +75,22 @@ func Storage(opts StorageOptions) (Stores, error) {
 		return Stores{}, err
 	}
 	return Stores{
-		Events:    db.EventStore(),
-		Snapshots: db.SnapshotStore(),
-		Branches:  db.BranchRegistry(),
-		Timers:    db.TimerStore(),
-		Leases:    db.LeaseStore(),
-		Content:   db.ContentStore(),
-		Queues:    db.QueueStore(),
-		Archive:   db.ArchiveStore(),
-		Close:     db.Close,
-		DB:        db,
+		Events:     db.EventStore(),
+		Snapshots:  db.SnapshotStore(),
+		Branches:   db.BranchRegistry(),
+		Timers:     db.TimerStore(),
+		Leases:     db.LeaseStore(),
+		Content:    db.ContentStore(),
+		Queues:     db.QueueStore(),
+		Archive:    db.ArchiveStore(),
+		ReadModels: db.ReadModelStore(),
+		Close:      db.Close,
+		DB:         db,
 	}, nil
 }
 
 // view is what EventStore, SnapshotStore, BranchRegistry, TimerStore,
-// LeaseStore, ContentStore, QueueStore and ArchiveStore share: the DB they work on and whether closing them closes it.
+// LeaseStore, ContentStore, QueueStore, ArchiveStore and ReadModelStore share: the DB they work on and whether closing them closes it.
 //
 // A borrowed view (from DB.EventStore and its siblings) only detaches on
 // Close: the DB and its other views stay open, and the DB is closed once, by

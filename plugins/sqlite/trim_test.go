@@ -28,8 +28,8 @@ func sameLog(t *testing.T, what string, got, want []event.Envelope) {
 }
 
 // TestCompactionMigrationOfAnOlderFile: a file of the release before
-// compaction (schema version 8, made here by undoing migration 9) reads as untrimmed with an empty archive,
-// read-only and unmigrated; opened by this code it gets migration 9 and its
+// compaction (schema version 8, made here by undoing migrations 9 and 10) reads as untrimmed with an empty archive,
+// read-only and unmigrated; opened by this code it gets migrations 9 and 10, and its
 // old log is trimmed, archived and appended to like a new one.
 func TestCompactionMigrationOfAnOlderFile(t *testing.T) {
 	ctx := context.Background()
@@ -37,8 +37,10 @@ func TestCompactionMigrationOfAnOlderFile(t *testing.T) {
 	old := openAt(t, path)
 	mustAppend(t, old.EventStore(), "x", 0, batch("x", 0, 10))
 	closeDB(t, old)
-	// Back to version 8: without the archive table and the trim points.
+	// Back to version 8: without the archive table, the trim points and
+	// the read models.
 	rawExec(t, path, `DROP TABLE archive`, `ALTER TABLE executions DROP COLUMN trimmed`,
+		`DROP TABLE read_models`, `DROP TABLE read_model_fields`, `DROP TABLE read_model_watermarks`,
 		`DELETE FROM schema_migrations WHERE version > 8`)
 
 	ro := openRO(t, path)
@@ -54,7 +56,7 @@ func TestCompactionMigrationOfAnOlderFile(t *testing.T) {
 
 	db := openAt(t, path)
 	defer closeDB(t, db)
-	if got := ledger(t, db); len(got) != len(schemaMigrations) || got[len(got)-1] != 9 {
+	if got := ledger(t, db); len(got) != len(schemaMigrations) || got[len(got)-1] != len(schemaMigrations) {
 		t.Fatalf("schema_migrations after the upgrade: %v", got)
 	}
 	s, a := db.EventStore(), db.ArchiveStore()

@@ -2,8 +2,9 @@
 // storage SPIs: EventStore (with every optional capability: RangeReader,
 // Subscriber, PrefixCopier, ExecutionDeleter, Fencer and StatusIndex), SnapshotStore (with
 // SnapshotLister, SnapshotPruner and SnapshotDeleter), BranchRegistry,
-// TimerStore, LeaseStore and ContentStore (with ContentDeleter; it trusts
-// its memory and does not re-hash on Get).
+// TimerStore, LeaseStore, ContentStore (with ContentDeleter; it trusts
+// its memory and does not re-hash on Get), QueueStore, ArchiveStore and
+// ReadModelStore.
 //
 // They are what the kernel's own tests and simulations run on, and they pass
 // the storetest conformance kits with no skips, so their behaviour is the
@@ -28,6 +29,12 @@
 //     lock, and keeps its listed ids in the same kind of ordered index, so
 //     a page costs a binary search plus its length, whatever the number of
 //     ended executions.
+//   - Read models keep, per kind, an ordered index of row ids and an
+//     ordered posting list per (field, value), so a Query walks the
+//     shortest posting list of its Where from its cursor and never visits
+//     a row lacking that pair; Apply and Reset run under the write lock,
+//     which decides the compare-and-sets of concurrent Applies one at a
+//     time.
 //   - Timers sit in a position-tracking min-heap by (WakeAt, Key): Put and
 //     Delete cost O(log n), and Due walks the heap without changing it, so
 //     a page of k timers costs O(k log k) and never a sort of all n.

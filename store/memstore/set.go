@@ -8,5 +8,5 @@ import "github.com/loom-kernel/loom/store"
 func NewSet() store.Set {
 	return store.Set{Events: NewEventStore(), Snapshots: NewSnapshotStore(), Branches: NewBranchRegistry(),
 		Timers: NewTimerStore(), Leases: NewLeaseStore(), Content: NewContentStore(), Queues: NewQueueStore(),
-		Archive: NewArchiveStore()}
+		Archive: NewArchiveStore(), ReadModels: NewReadModelStore()}
 }

@@ -31,6 +31,7 @@
 //		storetest.RunTimerStore(t, storetest.TimerStoreFactory{New: ...})
 //		storetest.RunLeaseStore(t, storetest.LeaseStoreFactory{New: ...})
 //		storetest.RunContentStore(t, storetest.ContentStoreFactory{New: ...})
+//		storetest.RunReadModelStore(t, storetest.ReadModelStoreFactory{New: ..., Reopen: ...})
 //	}
 //
 // Each kit runs named subtests (t.Run) and calls New once per subtest, so
@@ -75,6 +76,13 @@
 //     grant, a re-acquisition by the holder and a grant after a Release
 //     included, and across a reopen; of owners racing for one lease exactly
 //     one wins. Invalid lease input is an *event.InvalidEnvelopeError.
+//   - A ReadModelStore's Apply is all or nothing and a compare-and-set on
+//     the watermark and on every row it writes: racing writers of one step
+//     leave exactly one winner and the state of a sequential run, racing
+//     writers of one row lose no update, and every refusal (a typed error,
+//     named for the first refused write in (kind, id) order) leaves rows
+//     and watermarks as they were. Queries return rows in code-point order
+//     of ids, each once across keyset pages.
 //
 // The kits are deterministic: they never sleep; channel waits are bounded by
 // a generous timeout that only guards against a hang. They must not run in
