@@ -23,48 +23,31 @@ const MaxFrameBytes = 32 << 20
 // without the server saying why; resubscribe from the next sequence.
 var ErrStreamEnded = errors.New("wire: the event stream ended unexpectedly")
 
-// Subscription delivers the envelopes of one execution.subscribe stream in
-// sequence order until it is closed, its context ends, or the stream fails.
-type Subscription struct {
-	events chan event.Envelope
+// stream is the client side of an event stream of T: a goroutine reads
+// the frames and delivers the items in order until the stream ends.
+type stream[T any] struct {
+	items  chan T
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
 	last   int64
 }
 
-// Events is closed when the subscription ends; then Err says why.
-func (s *Subscription) Events() <-chan event.Envelope { return s.events }
+func (s *stream[T]) wait() { <-s.done }
 
-// Err returns why the subscription ended: nil after Close or the end of its
-// context, an *Error the server sent (CodeUnavailable when it is stopping),
-// ErrStreamEnded, or a decoding error. Call it once Events is closed.
-func (s *Subscription) Err() error {
-	<-s.done
-	return s.err
-}
-
-// Last returns the sequence of the last envelope delivered, -1 before any:
-// resubscribe from Last()+1 to go on where it ended.
-func (s *Subscription) Last() int64 {
-	<-s.done
-	return s.last
-}
-
-// Close ends the subscription and waits for its goroutine to exit.
-func (s *Subscription) Close() {
+func (s *stream[T]) stop() {
 	s.cancel()
 	<-s.done
 }
 
-// Subscribe calls execution.subscribe: every envelope of the execution with
-// sequence >= p.From, those already stored first, then each new one as soon
-// as it is durable. A refusal (unknown execution, denied, bad params) is
-// returned here as an *Error; later failures end the Subscription and are
-// reported by its Err. Each envelope is decoded strictly (event.Decode).
-func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error) {
+// dialStream posts method and, once the server answers with an event
+// stream, reads it in the background: decode turns each frame named name
+// into an item and its sequence (skip: not an item). A refusal before the
+// stream starts is returned as the server's *Error.
+func dialStream[T any](c *Client, ctx context.Context, method string, params any, header map[string]string,
+	name string, decode func(data []byte) (T, int64, error)) (*stream[T], error) {
 	ctx, cancel := context.WithCancel(ctx)
-	resp, err := c.post(ctx, MethodSubscribe, p, "text/event-stream")
+	resp, err := c.postWith(ctx, method, params, "text/event-stream", header)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -75,14 +58,29 @@ func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscriptio
 		if err := c.decodeResponse(resp, nil); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("wire: %s answered execution.subscribe without an event stream", c.endpoint)
+		return nil, fmt.Errorf("wire: %s answered %s without an event stream", c.endpoint, method)
 	}
-	s := &Subscription{events: make(chan event.Envelope), cancel: cancel, done: make(chan struct{}), last: -1}
+	s := &stream[T]{items: make(chan T), cancel: cancel, done: make(chan struct{}), last: -1}
 	go func() {
 		defer close(s.done)
-		defer close(s.events)
+		defer close(s.items)
 		defer resp.Body.Close()
-		err := s.read(ctx, resp.Body)
+		err := readFrames(resp.Body, func(got string, data []byte) (bool, error) {
+			if got != name {
+				return true, nil
+			}
+			item, seq, err := decode(data)
+			if err != nil {
+				return false, err
+			}
+			select {
+			case s.items <- item:
+				s.last = seq
+				return true, nil
+			case <-ctx.Done():
+				return false, nil
+			}
+		})
 		if ctx.Err() == nil {
 			s.err = err
 		}
@@ -90,24 +88,48 @@ func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscriptio
 	return s, nil
 }
 
-// read delivers the stream's envelopes until it ends.
-func (s *Subscription) read(ctx context.Context, body io.Reader) error {
-	return readFrames(body, func(name string, data []byte) (bool, error) {
-		if name != "envelope" {
-			return true, nil
-		}
+// Subscription delivers the envelopes of one execution.subscribe stream in
+// sequence order until it is closed, its context ends, or the stream fails.
+type Subscription struct{ s *stream[event.Envelope] }
+
+// Events is closed when the subscription ends; then Err says why.
+func (s *Subscription) Events() <-chan event.Envelope { return s.s.items }
+
+// Err returns why the subscription ended: nil after Close or the end of its
+// context, an *Error the server sent (CodeUnavailable when it is stopping),
+// ErrStreamEnded, or a decoding error. Call it once Events is closed.
+func (s *Subscription) Err() error {
+	s.s.wait()
+	return s.s.err
+}
+
+// Last returns the sequence of the last envelope delivered, -1 before any:
+// resubscribe from Last()+1 to go on where it ended.
+func (s *Subscription) Last() int64 {
+	s.s.wait()
+	return s.s.last
+}
+
+// Close ends the subscription and waits for its goroutine to exit.
+func (s *Subscription) Close() { s.s.stop() }
+
+// Subscribe calls execution.subscribe: every envelope of the execution with
+// sequence >= p.From, those already stored first, then each new one as soon
+// as it is durable. A refusal (unknown execution, denied, bad params) is
+// returned here as an *Error; later failures end the Subscription and are
+// reported by its Err. Each envelope is decoded strictly (event.Decode).
+func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error) {
+	s, err := dialStream(c, ctx, MethodSubscribe, p, nil, "envelope", func(data []byte) (event.Envelope, int64, error) {
 		e, err := event.Decode(data, event.Limits{})
 		if err != nil {
-			return false, fmt.Errorf("wire: an envelope on the stream: %w", err)
+			return e, 0, fmt.Errorf("wire: an envelope on the stream: %w", err)
 		}
-		select {
-		case s.events <- e:
-			s.last = e.Sequence
-			return true, nil
-		case <-ctx.Done():
-			return false, nil
-		}
+		return e, e.Sequence, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &Subscription{s: s}, nil
 }
 
 // readFrames parses an event stream (the SSE format: "field: value" lines,

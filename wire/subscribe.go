@@ -60,8 +60,19 @@ func (h *handler) serveSubscribe(ctx context.Context, w http.ResponseWriter, r *
 	}
 	defer s.Close()
 
+	send, ok := openStream(w, "subscription")
+	if !ok {
+		return
+	}
+	h.pump(ctx, req.Method, s, send, func(e event.Envelope) (string, error) { return envelopeFrame(e) })
+}
+
+// openStream starts a text/event-stream response (no write deadline: a
+// stream outlives a server's WriteTimeout) with a comment naming what it
+// is, and returns how to send a frame (false once the client is gone).
+func openStream(w http.ResponseWriter, what string) (func(frame string) bool, bool) {
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives a server's WriteTimeout; unsupported writers have none
+	_ = rc.SetWriteDeadline(time.Time{}) // unsupported writers have none
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -72,9 +83,13 @@ func (h *handler) serveSubscribe(ctx context.Context, w http.ResponseWriter, r *
 		}
 		return rc.Flush() == nil
 	}
-	if !send(": loom wire " + Version + " subscription\n\n") {
-		return
-	}
+	return send, send(": loom wire " + Version + " " + what + "\n\n")
+}
+
+// pump sends a frame per envelope of s (frame renders it), a ping every
+// Options.Heartbeat, and ends the stream with an error event when s fails,
+// a frame does not render, or the server stops.
+func (h *handler) pump(ctx context.Context, method string, s *store.Subscription, send func(string) bool, frame func(event.Envelope) (string, error)) {
 	beat := time.NewTicker(h.opts.Heartbeat)
 	defer beat.Stop()
 	stopping := stopSignal(ctx)
@@ -83,16 +98,16 @@ func (h *handler) serveSubscribe(ctx context.Context, w http.ResponseWriter, r *
 		case e, ok := <-s.Events():
 			if !ok {
 				if err := s.Err(); err != nil {
-					send(errorFrame(h.wireError(req.Method, err)))
+					send(errorFrame(h.wireError(method, err)))
 				}
 				return
 			}
-			frame, err := envelopeFrame(e)
+			f, err := frame(e)
 			if err != nil {
-				send(errorFrame(h.wireError(req.Method, err)))
+				send(errorFrame(h.wireError(method, err)))
 				return
 			}
-			if !send(frame) {
+			if !send(f) {
 				return
 			}
 		case <-beat.C:

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"mime"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store"
 )
@@ -72,63 +71,27 @@ func (h *handler) serveWatch(ctx context.Context, w http.ResponseWriter, r *http
 	}
 	defer s.Close()
 
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(frame string) bool {
-		if _, err := w.Write([]byte(frame)); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	if !send(": loom wire " + Version + " watch\n\n") {
+	send, ok := openStream(w, "watch")
+	if !ok {
 		return
 	}
-	sendState := func(st fold.State) bool {
+	if st.Sequence != held {
 		frame, err := stateFrame(st)
 		if err != nil {
 			send(errorFrame(h.wireError(req.Method, err)))
-			return false
+			return
 		}
-		return send(frame)
-	}
-	if st.Sequence != held && !sendState(st) {
-		return
+		if !send(frame) {
+			return
+		}
 	}
 	f := fold.NewFolder(st)
-	beat := time.NewTicker(h.opts.Heartbeat)
-	defer beat.Stop()
-	stopping := stopSignal(ctx)
-	for {
-		select {
-		case e, ok := <-s.Events():
-			if !ok {
-				if err := s.Err(); err != nil {
-					send(errorFrame(h.wireError(req.Method, err)))
-				}
-				return
-			}
-			if err := f.ApplyChecked(e); err != nil {
-				send(errorFrame(h.wireError(req.Method, err)))
-				return
-			}
-			if !sendState(f.State()) {
-				return
-			}
-		case <-beat.C:
-			if !send(": ping\n\n") {
-				return
-			}
-		case <-stopping:
-			send(errorFrame(newError(CodeUnavailable, "the server is stopping; reconnect with Last-Event-ID", nil)))
-			return
-		case <-ctx.Done():
-			return
+	h.pump(ctx, req.Method, s, send, func(e event.Envelope) (string, error) {
+		if err := f.ApplyChecked(e); err != nil {
+			return "", err
 		}
-	}
+		return stateFrame(f.State())
+	})
 }
 
 // stateFrame renders a state as an SSE event: its sequence as the id,
@@ -157,84 +120,46 @@ func (u StateUpdate) Decode() (fold.State, error) { return fold.Decode(u.State) 
 // Watch is an execution.watch stream on the client side: the execution's
 // states, the current one first, in sequence order, until it is closed,
 // its context ends, or the stream fails.
-type Watch struct {
-	states chan StateUpdate
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	last   int64
-}
+type Watch struct{ s *stream[StateUpdate] }
 
 // States is closed when the watch ends; then Err says why.
-func (w *Watch) States() <-chan StateUpdate { return w.states }
+func (w *Watch) States() <-chan StateUpdate { return w.s.items }
 
 // Err returns why the watch ended, as Subscription.Err does. Call it once
 // States is closed.
 func (w *Watch) Err() error {
-	<-w.done
-	return w.err
+	w.s.wait()
+	return w.s.err
 }
 
 // Last returns the sequence of the last state delivered, -1 before any:
-// watch again with WatchFrom(Last()) to go on where it ended.
+// pass it as held to Watch again to go on where it ended.
 func (w *Watch) Last() int64 {
-	<-w.done
-	return w.last
+	w.s.wait()
+	return w.s.last
 }
 
 // Close ends the watch and waits for its goroutine to exit.
-func (w *Watch) Close() {
-	w.cancel()
-	<-w.done
-}
+func (w *Watch) Close() { w.s.stop() }
 
 // Watch calls execution.watch. held is the sequence of the state the
 // caller already holds (-1 for none): the server then skips the first state
 // when nothing changed since. A refusal is returned here as an *Error;
 // later failures end the Watch and are reported by its Err.
 func (c *Client) Watch(ctx context.Context, p WatchParams, held int64) (*Watch, error) {
-	ctx, cancel := context.WithCancel(ctx)
 	var header map[string]string
 	if held >= 0 {
 		header = map[string]string{"Last-Event-ID": strconv.FormatInt(held, 10)}
 	}
-	resp, err := c.postWith(ctx, MethodWatch, p, "text/event-stream", header)
+	s, err := dialStream(c, ctx, MethodWatch, p, header, "state", func(data []byte) (StateUpdate, int64, error) {
+		st, err := fold.Decode(data)
+		if err != nil {
+			return StateUpdate{}, 0, fmt.Errorf("wire: a state on the stream: %w", err)
+		}
+		return StateUpdate{Sequence: st.Sequence, State: append(json.RawMessage(nil), data...)}, st.Sequence, nil
+	})
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		defer cancel()
-		defer resp.Body.Close()
-		if err := c.decodeResponse(resp, nil); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("wire: %s answered execution.watch without an event stream", c.endpoint)
-	}
-	w := &Watch{states: make(chan StateUpdate), cancel: cancel, done: make(chan struct{}), last: -1}
-	go func() {
-		defer close(w.done)
-		defer close(w.states)
-		defer resp.Body.Close()
-		err := readFrames(resp.Body, func(name string, data []byte) (bool, error) {
-			if name != "state" {
-				return true, nil
-			}
-			st, err := fold.Decode(data)
-			if err != nil {
-				return false, fmt.Errorf("wire: a state on the stream: %w", err)
-			}
-			select {
-			case w.states <- StateUpdate{Sequence: st.Sequence, State: append(json.RawMessage(nil), data...)}:
-				w.last = st.Sequence
-				return true, nil
-			case <-ctx.Done():
-				return false, nil
-			}
-		})
-		if ctx.Err() == nil {
-			w.err = err
-		}
-	}()
-	return w, nil
+	return &Watch{s: s}, nil
 }
