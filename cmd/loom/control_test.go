@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/wire"
 )
@@ -40,7 +41,7 @@ func TestControlCommands(t *testing.T) {
 	ctl := func(args ...string) []string { return append(args, "--addr", addr, "--token", "t0ken") }
 
 	out := mustLoom(t, bin, ctl("handshake")...)
-	for _, want := range []string{"Wire ABI      1.1.0", "Kernel ABI    1.3.0", "execution.subscribe", "execution.resolve", "execution.gate",
+	for _, want := range []string{"Wire ABI      " + wire.Version, "Kernel ABI    " + loom.KernelABIVersion, "execution.subscribe", "execution.resolve", "execution.gate", "execution.watch",
 		"Flow          shop.order (gates with a schema: approve; loom gate <id> shows one's schema)", "Flow          shop.refund (no gate declares a schema"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("handshake: missing %q in\n%s", want, out)
