@@ -216,7 +216,13 @@ func (rt *Runtime) verifyDrive(ctx context.Context, id string, flow *Flow, st fo
 	}
 	o := r.runBody(st.Variables.Input)
 	if f := r.verify.reached(); f != nil {
-		if f.kind != frontierDiverged && r.div != nil {
+		// A step the log holds with no outcome replay serves (an untyped
+		// failure) is where the check ends: a resume runs it again, and the
+		// logged work after it was done on that failure's account, which
+		// the next run may not repeat. Nothing past it is judged removed.
+		_, logged := st.Frames[f.id]
+		rerun := f.kind == frontierStep && logged
+		if f.kind != frontierDiverged && r.div != nil && !rerun {
 			// A logged step the candidate never issued before stopping:
 			// it was removed (or moved after the frontier).
 			want, seq, ok := r.div.Next()

@@ -3,6 +3,7 @@ package loom_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -223,5 +224,54 @@ func TestGoldenHistoriesPassCheckReplay(t *testing.T) {
 				t.Fatalf("the checks ran effects: %s", got)
 			}
 		})
+	}
+}
+
+// TestCheckReplayServesALogPastAHandledUntypedFailure: a step fails with
+// an untyped error, the flow handles it and goes on to another step and a
+// gate. A resume runs the failed step again (an untyped failure is no
+// outcome replay serves), so the check stops there and says so: the
+// steps the log holds after it are not "removed" (they were a false
+// divergence once).
+func TestCheckReplayServesALogPastAHandledUntypedFailure(t *testing.T) {
+	var runs atomic.Int64
+	build := func() *loom.Flow {
+		flaky := loom.NewStep("flaky", func(context.Context, string) (string, error) {
+			runs.Add(1)
+			return "", errors.New("upstream timed out")
+		})
+		after := loom.NewStep("after", func(_ context.Context, in string) (string, error) { runs.Add(1); return in + "!", nil })
+		return loom.NewFlow("handles", func(ctx *loom.Context, in string) (string, error) {
+			if _, err := loom.Run(ctx, flaky, in); err == nil {
+				return "", errors.New("flaky succeeded")
+			}
+			out, err := loom.Run(ctx, after, in)
+			if err != nil {
+				return "", err
+			}
+			if _, err := ctx.Suspend("g"); err != nil {
+				return "", err
+			}
+			return out, nil
+		})
+	}
+	env := loomtest.New(t, loomtest.WithFlows(build()))
+	id := env.Start(t, "handles", "x")
+	env.WaitForGate(t, id, "g")
+	parked := env.Log(t, id)
+	env.Answer(t, id, "g", nil)
+	env.WaitForCompletion(t, id)
+	completed := env.Log(t, id)
+
+	runs.Store(0)
+	rt := checkRuntime(t, memstore.NewEventStore(), build())
+	for _, log := range [][]event.Envelope{parked, completed} {
+		rep := rt.CheckReplay(context.Background(), log)
+		if !rep.Compatible() || !strings.Contains(rep.Detail, `step "flaky"`) {
+			t.Errorf("%d events: %s", len(log), rep)
+		}
+	}
+	if runs.Load() != 0 {
+		t.Fatalf("the check ran %d steps", runs.Load())
 	}
 }
