@@ -146,6 +146,19 @@ func (e *ChildIDError) Error() string {
 	return "loom: child " + strconv.Quote(e.ChildID) + ": " + e.Reason
 }
 
+// UnknownChildError refuses an await of a child this execution never
+// spawned (no recorded spawn of that name gave that id): awaiting it would
+// park forever. Nothing is recorded.
+type UnknownChildError struct {
+	ChildID string
+	Name    string
+}
+
+func (e *UnknownChildError) Error() string {
+	return "loom: await: this execution spawned no child " + strconv.Quote(e.ChildID) + " (name " + strconv.Quote(e.Name) +
+		"): await the Child that SpawnChild returned in this execution"
+}
+
 // ChildID is the id SpawnChild gives the child name of parentID.
 func ChildID(parentID, name string) string { return parentID + "/" + name }
 
@@ -194,6 +207,11 @@ func SpawnChild(c *Context, flowID, name string, input any, opts ...ChildOption)
 	default:
 		return Child{}, fmt.Errorf("loom: child %q: unknown close policy %q: use loom.CloseCancel or loom.CloseAbandon", name, child.OnParentClose)
 	}
+	if !spawnRecorded(c, child) {
+		if err := rt.childIDFree(c.Context(), parentID, child); err != nil {
+			return Child{}, err
+		}
+	}
 	raw, err := c.Execute(&Task{
 		ID: spawnStepPrefix + name, Kind: "spawn",
 		Invoke: func(ctx context.Context, in json.RawMessage) (any, error) {
@@ -237,6 +255,43 @@ type parentLink struct {
 	OnParentClose ClosePolicy `json:"onParentClose,omitempty"`
 }
 
+// spawnRecorded reports whether the log holds child's completed spawn (as
+// SpawnChild records it: the step "__loom_spawn:<name>" with the child as
+// its output).
+func spawnRecorded(c *Context, child Child) bool {
+	var ok bool
+	c.state(func(s *fold.State) {
+		fr, exists := s.Frames[spawnStepPrefix+child.Name]
+		var got Child
+		ok = exists && fr.Status == fold.FrameCompleted && unmarshalRecorded(fr.Output, &got) == nil && got.ID == child.ID
+	})
+	return ok
+}
+
+// childIDFree refuses, before anything is recorded, a spawn whose child id
+// is taken by an execution that is not this parent's child of that name.
+// A child this parent already started (a spawn a crash interrupted after
+// the start) passes: the spawn then finds it.
+func (rt *Runtime) childIDFree(ctx context.Context, parentID string, child Child) error {
+	head, err := store.ReadRange(ctx, rt.cfg.Events, child.ID, 0, 1)
+	if err != nil || len(head) == 0 {
+		return err
+	}
+	if startedAsChild(head[0], parentLink{ExecutionID: parentID, Name: child.Name, OnParentClose: child.OnParentClose}) {
+		return nil
+	}
+	return &ChildIDError{ChildID: child.ID, Reason: "the id is taken by an execution that is not this parent's child " + strconv.Quote(child.Name) + " (spawn it under another name)"}
+}
+
+// startedAsChild reports whether start (an execution's first event) started
+// it as the child link names.
+func startedAsChild(start event.Envelope, link parentLink) bool {
+	var p struct {
+		Parent parentLink `json:"parent"`
+	}
+	return start.Type == event.ExecutionStarted && json.Unmarshal(start.Payload, &p) == nil && p.Parent == link
+}
+
 // startChild starts child of parentID; a child already started (a spawn
 // retried after a crash) is accepted when its start names this parent and
 // name.
@@ -254,13 +309,8 @@ func (rt *Runtime) startChild(ctx context.Context, flow *Flow, parentID string, 
 	if rerr != nil {
 		return rerr
 	}
-	if len(head) == 1 {
-		var p struct {
-			Parent parentLink `json:"parent"`
-		}
-		if json.Unmarshal(head[0].Payload, &p) == nil && p.Parent == link {
-			return nil
-		}
+	if len(head) == 1 && startedAsChild(head[0], link) {
+		return nil
 	}
 	return &ChildIDError{ChildID: child.ID, Reason: "the id is taken by an execution that is not this parent's child " + strconv.Quote(child.Name)}
 }
@@ -277,6 +327,9 @@ func AwaitChild(c *Context, child Child) (ChildResult, error) {
 		return ChildResult{}, errors.New("loom: AwaitChild: the child has no id; pass what SpawnChild returned")
 	}
 	c.checkpoint()
+	if !spawnRecorded(c, child) {
+		return ChildResult{}, &UnknownChildError{ChildID: child.ID, Name: child.Name}
+	}
 	raw, err := c.gateWait(suspendPayload{On: gateChild, CorrelationKey: child.ID})
 	if err != nil {
 		return ChildResult{}, err

@@ -469,3 +469,89 @@ func TestAwaitFollowsAChildThatContinuesAsNew(t *testing.T) {
 		t.Fatalf("parent: %v %s, %v; want the chain's last output 30", res.Status, res.Output, err)
 	}
 }
+
+// TestAwaitingAChildNeverSpawnedIsRefused: awaiting a child this execution
+// did not spawn (a made-up id, or another parent's child) is a typed
+// *UnknownChildError, not a park that never ends, and nothing is recorded
+// for the await.
+func TestAwaitingAChildNeverSpawnedIsRefused(t *testing.T) {
+	for name, child := range map[string]loom.Child{
+		"made up":        {ID: "a/ghost", Name: "ghost", Flow: "double"},
+		"no name":        {ID: "a/k1", Flow: "double"},
+		"another parent": {ID: "other/k1", Name: "k1", Flow: "double"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			awaiter := loom.NewFlow("await-ghost", func(c *loom.Context, _ struct{}) (string, error) {
+				if _, err := loom.SpawnChild(c, "double", "k1", 1); err != nil {
+					return "", err
+				}
+				_, err := loom.AwaitChild(c, child)
+				var uc *loom.UnknownChildError
+				if !errors.As(err, &uc) || uc.ChildID != child.ID {
+					return "", fmt.Errorf("AwaitChild = %v, want an *UnknownChildError for %q", err, child.ID)
+				}
+				return err.Error(), nil
+			})
+			h := newHarnessWith(t, childrenOn, append(childFlows(), awaiter)...)
+			id, err := h.rt.Start(h.ctx(), "await-ghost", nil, loom.WithExecutionID("a"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.rt.WaitForCompletion(h.ctx(), id)
+			if err != nil || res.Status != fold.StatusCompleted || !strings.Contains(string(res.Output), "SpawnChild returned") {
+				t.Fatalf("await of an unknown child: %+v, %v", res, err)
+			}
+			log, err := store.Read(h.ctx(), h.events, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range log {
+				if e.Type == event.ExecutionSuspended {
+					t.Fatalf("the refused await parked the parent: %s", e.Payload)
+				}
+			}
+		})
+	}
+}
+
+// TestSpawnOntoATakenIDIsRefused: a spawn whose child id is taken by an
+// execution that is not this parent's child of that name is refused with
+// *ChildIDError before anything is recorded; the other execution's log is
+// untouched.
+func TestSpawnOntoATakenIDIsRefused(t *testing.T) {
+	spawner := loom.NewFlow("spawn-taken", func(c *loom.Context, _ struct{}) (string, error) {
+		_, err := loom.SpawnChild(c, "double", "k", 1)
+		var ce *loom.ChildIDError
+		if !errors.As(err, &ce) || ce.ChildID != "p/k" {
+			return "", fmt.Errorf("SpawnChild = %v, want a *ChildIDError for p/k", err)
+		}
+		return err.Error(), nil
+	})
+	h := newHarnessWith(t, childrenOn, append(childFlows(), spawner)...)
+	if _, err := h.rt.Start(h.ctx(), "double", 5, loom.WithExecutionID("p/k")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.WaitForCompletion(h.ctx(), "p/k"); err != nil {
+		t.Fatal(err)
+	}
+	before := logLength(t, h.events, "p/k")
+	if _, err := h.rt.Start(h.ctx(), "spawn-taken", nil, loom.WithExecutionID("p")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.rt.WaitForCompletion(h.ctx(), "p")
+	if err != nil || res.Status != fold.StatusCompleted || !strings.Contains(string(res.Output), "taken") {
+		t.Fatalf("spawn onto a taken id: %+v, %v", res, err)
+	}
+	log, err := store.Read(h.ctx(), h.events, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range log {
+		if e.Type == event.StepStarted || e.Type == event.StepCompleted || e.Type == event.StepFailed {
+			t.Fatalf("the refused spawn recorded %s: %s", e.Type, e.Payload)
+		}
+	}
+	if after := logLength(t, h.events, "p/k"); after != before {
+		t.Fatalf("the taken execution's log grew from %d to %d", before, after)
+	}
+}
