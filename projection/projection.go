@@ -18,6 +18,14 @@
 // only: no clock, no randomness, no map order; the event's recorded
 // timestamp is data).
 //
+// WatchQuery keeps a read-model query live: it delivers the page as it
+// stands, then again each time it changes (woken at once by a Runner of
+// this process, and by polling for other writers), each page with a
+// digest a client can hold across a reconnect (LiveOptions.Held) so it is
+// never sent one page twice. A Handle that panics is isolated: the panic
+// is a *PanicError naming the projection and the event, and nothing of
+// that execution's batch is written.
+//
 // The log's compacted history is not re-read: a projection catching up an
 // execution compacted past its watermark is refused with
 // *CompactedSourceError (run projections before compaction, or rebuild
@@ -28,6 +36,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -56,6 +65,8 @@ type Runner struct {
 	projections []Projection
 	// BatchEvents bounds the events folded into one Apply (default 256).
 	batch int
+	// changes wakes live queries after an Apply that wrote rows.
+	changes *changes
 }
 
 // MaxRetries bounds the re-folds of one batch after a row version conflict
@@ -81,7 +92,7 @@ func New(events store.EventStore, models store.ReadModelStore, projections ...Pr
 		}
 		seen[p.Name] = true
 	}
-	return &Runner{events: events, models: models, projections: slices.Clone(projections), batch: 256}, nil
+	return &Runner{events: events, models: models, projections: slices.Clone(projections), batch: 256, changes: &changes{}}, nil
 }
 
 // Result says what a CatchUp folded.
@@ -175,7 +186,8 @@ func (r *Runner) Rebuild(ctx context.Context, name string) (Result, error) {
 	if err := r.models.Reset(ctx, name); err != nil {
 		return Result{}, err
 	}
-	one := &Runner{events: r.events, models: r.models, projections: r.projections[i : i+1], batch: r.batch}
+	r.changed()
+	one := &Runner{events: r.events, models: r.models, projections: r.projections[i : i+1], batch: r.batch, changes: r.changes}
 	return one.CatchUp(ctx)
 }
 
@@ -215,7 +227,11 @@ func (r *Runner) catchUpOne(ctx context.Context, p Projection, executionID strin
 		}
 		tx := &Tx{ctx: ctx, models: r.models, projection: p.Name, pending: map[rowKey]*pendingWrite{}}
 		for _, e := range evs {
-			if err := p.Handle(tx, e); err != nil {
+			if err := p.handle(tx, executionID, e); err != nil {
+				var pe *PanicError
+				if errors.As(err, &pe) {
+					return folded, err
+				}
 				return folded, fmt.Errorf("projection %q: %s #%d (%s): %w", p.Name, executionID, e.Sequence, e.Type, err)
 			}
 			if tx.err != nil {
@@ -236,6 +252,9 @@ func (r *Runner) catchUpOne(ctx context.Context, p Projection, executionID strin
 			folded += len(evs)
 			w = to
 			retries = 0
+			if len(writes) > 0 {
+				r.changed()
+			}
 		case errors.As(err, &wc):
 			// Another runner folded (part of) this: go on from where it is.
 			if w, _, err = r.models.Watermark(ctx, p.Name, executionID); err != nil {
@@ -247,6 +266,32 @@ func (r *Runner) catchUpOne(ctx context.Context, p Projection, executionID strin
 			return folded, fmt.Errorf("projection %q: applying %s #%d..#%d: %w", p.Name, executionID, w+1, to, err)
 		}
 	}
+}
+
+// PanicError is a Handle that panicked: the panic is recovered, nothing of
+// its batch is written (the rows and the watermark stay where they were),
+// and the log is never touched. Fix the projection, then catch up again;
+// the events are folded from the watermark.
+type PanicError struct {
+	Projection, ExecutionID string
+	Sequence                int64
+	Type                    string
+	Value                   any
+	Stack                   []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("projection %q panicked on %s #%d (%s): %v; nothing of its batch was written", e.Projection, e.ExecutionID, e.Sequence, e.Type, e.Value)
+}
+
+// handle calls Handle, turning a panic into a *PanicError.
+func (p Projection) handle(tx *Tx, executionID string, e event.Envelope) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Projection: p.Name, ExecutionID: executionID, Sequence: e.Sequence, Type: e.Type, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return p.Handle(tx, e)
 }
 
 // allWatermarks reads every projection's watermarks, by source.
