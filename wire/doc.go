@@ -42,7 +42,7 @@
 // stored payload that is not UTF-8) is replaced by CodeInternal, and an
 // event stream ends with an internal-error event instead.
 //
-// # Methods (wire ABI 1.2.0)
+// # Methods (wire ABI 1.3.0)
 //
 //	method               params                                          result
 //	loom.handshake       —                                               {wireAbiVersion, kernelAbiVersion, syscalls, eventSchemaVersion, methods, maxRequestBytes, maxEventsPage, flows}
@@ -56,6 +56,8 @@
 //	execution.resolve    {executionId, stepId, attempt, done?, output?, wait?}  {executionId, state?}
 //	execution.gate       {executionId}                                   {executionId, flowId, status, sequence, gate?}
 //	execution.watch      {executionId}                                   a text/event-stream of states (below)
+//	readmodel.query      {kind, where?, after?, limit?}                  {rows: [row…], next?, digest}
+//	readmodel.watch      {kind, where?, after?, limit?}                  a text/event-stream of pages (below)
 //
 // state is always fold.Encode's canonical JSON ({status, frames, variables,
 // sequence, startedAt, updatedAt}), byte-identical on every conforming
@@ -81,6 +83,16 @@
 // output when the effect happened, else the step runs again as a new
 // attempt; stepId and attempt must name the parked attempt, or nothing is
 // recorded.
+//
+// readmodel.query (1.3.0) reads one page of the app's read models
+// (Options.ReadModels, a store.ReadModelStore the app's projections
+// write): rows of kind whose indexed fields equal where, in id order, after
+// the cursor a previous page's next gave; each row is {kind, id,
+// projection, fields?, doc, version}. digest identifies the page's content
+// (projection.PageDigest). A server without Options.ReadModels refuses
+// both read-model methods with -32071 (data.field "ReadModels"); an
+// invalid query — a bad kind, field or cursor — is -32602 with data.field
+// and data.reason, and nothing is read.
 //
 // # The event stream
 //
@@ -110,6 +122,20 @@
 // A Last-Event-ID header naming the sequence of the state the client holds
 // skips the first state when nothing changed since; otherwise the current
 // state comes first, so a reconnecting client is current at once.
+//
+// readmodel.watch (1.3.0) is the live form of readmodel.query: the page as
+// it stands first, then the page again each time its content changes, as
+//
+//	id: <digest>
+//	event: page
+//	data: <{rows, next?} JSON>
+//
+// A Last-Event-ID header naming the digest of the page the client holds
+// (readmodel.query's digest, or the last id received) skips the first page
+// when it is unchanged, so a reconnecting client is never sent a page it
+// has. The server re-reads the query when its projection runner applies
+// rows (Options.ReadModelChanges) and every Options.ReadModelPoll for other
+// writers.
 //
 // # Errors
 //
@@ -174,6 +200,9 @@
 // registered flows; a busy refusal's says when to retry.
 //
 // 1.2.0 added execution.watch; nothing was renamed or removed.
+//
+// 1.3.0 added readmodel.query and readmodel.watch, and data.reason on
+// -32602 for an invalid read-model query; nothing was renamed or removed.
 //
 // # Security defaults
 //

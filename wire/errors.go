@@ -136,7 +136,8 @@ func (e *Error) Reason() string {
 //   - field, need: CodeNotConfigured; field, limit: CodePayloadTooLarge;
 //     field (and flowId, want for an input): CodeInvalidInput;
 //   - at, last: CodeSequenceOutOfRange; action: CodeDenied;
-//     sequence: CodeStoreFailed; location: CodeInvalidParams.
+//     sequence: CodeStoreFailed; location: CodeInvalidParams; field,
+//     reason: CodeInvalidParams for an invalid read-model query (1.3.0).
 type ErrorData struct {
 	ExecutionID string      `json:"executionId,omitempty"`
 	Reason      string      `json:"reason,omitempty"`
@@ -194,6 +195,7 @@ func errorFor(err error) (e *Error, internal bool) {
 		bad  *event.InvalidEnvelopeError
 		je   *loom.JournalError
 		rng  *rangeError
+		irm  *store.InvalidReadModelError
 	)
 	switch {
 	case errors.As(err, &we):
@@ -224,6 +226,9 @@ func errorFor(err error) (e *Error, internal bool) {
 		return newError(CodeSequenceOutOfRange, "sequence "+strconv.FormatInt(rng.at, 10)+" is past the end of the log of "+
 			strconv.Quote(rng.id)+" (last #"+strconv.FormatInt(rng.last, 10)+")",
 			map[string]any{"executionId": rng.id, "at": rng.at, "last": rng.last}), false
+	case errors.As(err, &irm):
+		return newError(CodeInvalidParams, "invalid read-model query: "+irm.Field+": "+irm.Reason+"; nothing was read",
+			map[string]any{"field": irm.Field, "reason": irm.Reason}), false
 	case errors.Is(err, loom.ErrExecutionNotFound):
 		return newError(CodeExecutionNotFound, "no such execution", nil), false
 	case executionExists(err):

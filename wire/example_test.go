@@ -11,6 +11,8 @@ import (
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/projection"
+	"github.com/loom-kernel/loom/store"
 	"github.com/loom-kernel/loom/store/memstore"
 	"github.com/loom-kernel/loom/wire"
 )
@@ -99,7 +101,7 @@ func ExampleClient() {
 	_, err := c.State(ctx, wire.StateParams{ExecutionID: "nope"})
 	fmt.Println(errors.Is(err, loom.ErrExecutionNotFound))
 	// Output:
-	// wire ABI 1.2.0
+	// wire ABI 1.3.0
 	// 0 EXECUTION_STARTED
 	// 1 EXECUTION_SUSPENDED
 	// 2 EXECUTION_RESUMED
@@ -209,4 +211,51 @@ func ExampleClient_Watch() {
 	// 1 suspended
 	// 2 running
 	// 3 completed
+}
+
+// A server that serves the app's read models answers readmodel.query with
+// a page and its digest; readmodel.watch, holding that digest, sends the
+// page again only once a projection changed it.
+func ExampleClient_WatchReadModels() {
+	ctx := context.Background()
+	events, models := memstore.NewEventStore(), memstore.NewReadModelStore()
+	flow := loom.NewFlow("order", func(c *loom.Context, item string) (string, error) {
+		return "ok", c.Emit("order.placed", map[string]string{"item": item})
+	})
+	rt, _ := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	orders, _ := projection.New(events, models, projection.Projection{Name: "orders",
+		Handle: func(tx *projection.Tx, e event.Envelope) error {
+			if e.Type == "order.placed" {
+				tx.Put(store.ReadModel{Kind: "order", ID: e.ExecutionID, Doc: e.Payload})
+			}
+			return nil
+		}})
+	h, _ := wire.Handler(rt, wire.Options{Events: events, Authenticate: wire.BearerToken("t0ken", "ops"),
+		ReadModels: models, ReadModelChanges: orders})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c, _ := wire.NewClient(srv.URL, wire.WithToken("t0ken"))
+
+	q := wire.ReadModelQueryParams{Kind: "order"}
+	page, err := c.QueryReadModels(ctx, q)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(len(page.Rows), "orders")
+	w, err := c.WatchReadModels(ctx, q, page.Digest)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	_, _ = rt.Start(ctx, "order", "tea", loom.WithExecutionID("o-1"))
+	_, _ = rt.WaitForCompletion(ctx, "o-1")
+	_, _ = orders.CatchUpExecution(ctx, "o-1")
+	next := <-w.Pages()
+	fmt.Println(len(next.Page.Rows), "order:", next.Page.Rows[0].ID, string(next.Page.Rows[0].Doc))
+	// Output:
+	// 0 orders
+	// 1 order: o-1 {"item":"tea"}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/projection"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -56,6 +57,23 @@ type Options struct {
 	// Logger receives unmapped (internal) errors, which callers see only as
 	// "internal error".
 	Logger *slog.Logger
+
+	// ReadModels is the read-model store readmodel.query and
+	// readmodel.watch (1.3.0) read; without it they are refused with
+	// CodeNotConfigured (data.field "ReadModels").
+	ReadModels store.ReadModelStore
+	// ReadModelChanges, when set, is the projection runner of this process:
+	// its applies wake every readmodel.watch at once. Other writers (other
+	// processes) are seen at the next ReadModelPoll.
+	ReadModelChanges *projection.Runner
+	// ReadModelPoll is how often a readmodel.watch re-reads its query
+	// (projection.DefaultLivePoll when zero).
+	ReadModelPoll time.Duration
+	// AuthorizeQuery, when set, admits each read-model query: principal is
+	// what Authenticate returned (nil without it); an error refuses the
+	// query with CodeDenied, and its text is never sent. Without it, every
+	// caller Authenticate admits may read every read model.
+	AuthorizeQuery func(ctx context.Context, principal any, q store.ReadModelQuery) error
 }
 
 // Defaults of Options.
@@ -109,8 +127,8 @@ func Handler(rt *loom.Runtime, opts Options) (http.Handler, error) {
 	case opts.Authenticate == nil && !opts.Insecure:
 		return nil, &OptionsError{Field: "Authenticate", Reason: "the wire ABI is authenticated by default: set Authenticate " +
 			"(wire.BearerToken, for example), or set Insecure explicitly for a trusted loopback-only setup"}
-	case opts.MaxRequestBytes < 0, opts.Timeout < 0, opts.MaxBatch < 0, opts.Heartbeat < 0:
-		return nil, &OptionsError{Field: "MaxRequestBytes/Timeout/MaxBatch/Heartbeat", Reason: "must not be negative (zero means the default)"}
+	case opts.MaxRequestBytes < 0, opts.Timeout < 0, opts.MaxBatch < 0, opts.Heartbeat < 0, opts.ReadModelPoll < 0:
+		return nil, &OptionsError{Field: "MaxRequestBytes/Timeout/MaxBatch/Heartbeat/ReadModelPoll", Reason: "must not be negative (zero means the default)"}
 	}
 	if opts.MaxRequestBytes == 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
@@ -200,6 +218,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveWatch(ctx, w, r, req)
 		return
 	}
+	if req.Method == MethodReadModelWatch {
+		h.serveReadModelWatch(ctx, w, r, req)
+		return
+	}
 	resp, notify := h.call(ctx, req)
 	if notify {
 		w.WriteHeader(http.StatusNoContent)
@@ -228,7 +250,7 @@ func (h *handler) serveBatch(ctx context.Context, w http.ResponseWriter, body []
 		switch {
 		case rerr != nil:
 			out = append(out, errorResponse(req.ID, rerr))
-		case req.Method == MethodSubscribe, req.Method == MethodWatch:
+		case req.Method == MethodSubscribe, req.Method == MethodWatch, req.Method == MethodReadModelWatch:
 			out = append(out, errorResponse(req.ID, newError(CodeInvalidRequest, req.Method+" cannot be batched", nil)))
 		default:
 			if resp, notify := h.call(ctx, req); !notify {

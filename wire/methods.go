@@ -76,6 +76,12 @@ func (h *handler) dispatch(ctx context.Context, method string, params json.RawMe
 			return nil, err
 		}
 		return h.gate(ctx, p)
+	case MethodReadModelQuery:
+		var p ReadModelQueryParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.queryReadModels(ctx, p)
 	}
 	return nil, newError(CodeMethodNotFound, "no method "+strconv.Quote(method)+" in wire ABI "+Version+
 		"; loom.handshake lists the methods", nil)

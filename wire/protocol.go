@@ -20,16 +20,19 @@ import (
 // the codes CodeFlowCodeMismatch and CodeNotConfigured, and structured data
 // on refusals (violations, owner and expiresAt, recorded and registered,
 // field and need, flows); nothing was renamed or removed. 1.2.0 added
-// execution.watch, a live query of an execution's folded state.
-const Version = "1.2.0"
+// execution.watch, a live query of an execution's folded state. 1.3.0 added
+// readmodel.query and readmodel.watch, one page of read models and its live
+// form.
+const Version = "1.3.0"
 
 // Path is where Handler answers when an app mounts it at the root: every
 // JSON-RPC request, including the subscribe stream, is a POST to Path.
 const Path = "/rpc"
 
-// The methods of wire ABI 1.2.0: one per syscall-ABI entry point a client
-// outside the process may call, plus the handshake. Resolve and Gate came
-// with 1.1.0, Watch with 1.2.0.
+// The methods of wire ABI 1.3.0: one per syscall-ABI entry point a client
+// outside the process may call, the handshake, and the read-model queries.
+// Resolve and Gate came with 1.1.0, Watch with 1.2.0, ReadModelQuery and
+// ReadModelWatch with 1.3.0.
 const (
 	MethodHandshake = "loom.handshake"
 	MethodStart     = "execution.start"
@@ -42,13 +45,17 @@ const (
 	MethodResolve   = "execution.resolve"
 	MethodGate      = "execution.gate"
 	MethodWatch     = "execution.watch"
+
+	MethodReadModelQuery = "readmodel.query"
+	MethodReadModelWatch = "readmodel.watch"
 )
 
 // Methods lists every method of this wire ABI version, in the order of the
 // protocol table (doc.go). The handshake advertises it.
 func Methods() []string {
 	return []string{MethodHandshake, MethodStart, MethodResume, MethodCancel, MethodFork,
-		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate, MethodWatch}
+		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate, MethodWatch,
+		MethodReadModelQuery, MethodReadModelWatch}
 }
 
 // Handshake is the result of loom.handshake: what a client feature-detects

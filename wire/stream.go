@@ -30,7 +30,10 @@ type stream[T any] struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
+	// last is the sequence of the last item delivered (-1 before any, and
+	// for streams whose items have none); lastID its event id.
 	last   int64
+	lastID string
 }
 
 func (s *stream[T]) wait() { <-s.done }
@@ -42,10 +45,10 @@ func (s *stream[T]) stop() {
 
 // dialStream posts method and, once the server answers with an event
 // stream, reads it in the background: decode turns each frame named name
-// into an item and its sequence (skip: not an item). A refusal before the
+// (with its event id) into an item and its sequence. A refusal before the
 // stream starts is returned as the server's *Error.
 func dialStream[T any](c *Client, ctx context.Context, method string, params any, header map[string]string,
-	name string, decode func(data []byte) (T, int64, error)) (*stream[T], error) {
+	name string, decode func(id string, data []byte) (T, int64, error)) (*stream[T], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	resp, err := c.postWith(ctx, method, params, "text/event-stream", header)
 	if err != nil {
@@ -65,17 +68,17 @@ func dialStream[T any](c *Client, ctx context.Context, method string, params any
 		defer close(s.done)
 		defer close(s.items)
 		defer resp.Body.Close()
-		err := readFrames(resp.Body, func(got string, data []byte) (bool, error) {
+		err := readFrames(resp.Body, func(got, id string, data []byte) (bool, error) {
 			if got != name {
 				return true, nil
 			}
-			item, seq, err := decode(data)
+			item, seq, err := decode(id, data)
 			if err != nil {
 				return false, err
 			}
 			select {
 			case s.items <- item:
-				s.last = seq
+				s.last, s.lastID = seq, id
 				return true, nil
 			case <-ctx.Done():
 				return false, nil
@@ -119,7 +122,7 @@ func (s *Subscription) Close() { s.s.stop() }
 // returned here as an *Error; later failures end the Subscription and are
 // reported by its Err. Each envelope is decoded strictly (event.Decode).
 func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error) {
-	s, err := dialStream(c, ctx, MethodSubscribe, p, nil, "envelope", func(data []byte) (event.Envelope, int64, error) {
+	s, err := dialStream(c, ctx, MethodSubscribe, p, nil, "envelope", func(_ string, data []byte) (event.Envelope, int64, error) {
 		e, err := event.Decode(data, event.Limits{})
 		if err != nil {
 			return e, 0, fmt.Errorf("wire: an envelope on the stream: %w", err)
@@ -134,11 +137,11 @@ func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscriptio
 
 // readFrames parses an event stream (the SSE format: "field: value" lines,
 // a blank line ends an event, ":" starts a comment) and hands each event
-// but "error" to on, until on says stop or the stream ends; an "error"
-// event ends it with the *Error it carries.
-func readFrames(body io.Reader, on func(name string, data []byte) (more bool, err error)) error {
+// but "error" to on, with the last id the stream set, until on says stop
+// or the stream ends; an "error" event ends it with the *Error it carries.
+func readFrames(body io.Reader, on func(name, id string, data []byte) (more bool, err error)) error {
 	r := bufio.NewReaderSize(body, 64<<10)
-	var name string
+	var name, id string
 	var data bytes.Buffer
 	for {
 		line, err := readLine(r)
@@ -155,6 +158,8 @@ func readFrames(body io.Reader, on func(name string, data []byte) (more bool, er
 			case "": // a comment: keep-alive
 			case "event":
 				name = string(value)
+			case "id":
+				id = string(value)
 			case "data":
 				if data.Len() > 0 {
 					data.WriteByte('\n')
@@ -171,7 +176,7 @@ func readFrames(body io.Reader, on func(name string, data []byte) (more bool, er
 			return &we
 		}
 		if name != "" {
-			if more, err := on(name, data.Bytes()); err != nil || !more {
+			if more, err := on(name, id, data.Bytes()); err != nil || !more {
 				return err
 			}
 		}

@@ -151,7 +151,7 @@ func (c *Client) Watch(ctx context.Context, p WatchParams, held int64) (*Watch, 
 	if held >= 0 {
 		header = map[string]string{"Last-Event-ID": strconv.FormatInt(held, 10)}
 	}
-	s, err := dialStream(c, ctx, MethodWatch, p, header, "state", func(data []byte) (StateUpdate, int64, error) {
+	s, err := dialStream(c, ctx, MethodWatch, p, header, "state", func(_ string, data []byte) (StateUpdate, int64, error) {
 		st, err := fold.Decode(data)
 		if err != nil {
 			return StateUpdate{}, 0, fmt.Errorf("wire: a state on the stream: %w", err)
