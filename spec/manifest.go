@@ -21,6 +21,12 @@ const (
 	ComponentContentStoreSPI   = "contentStoreSpi"
 	ComponentStatusIndexSPI    = "statusIndexSpi"
 	ComponentDispatcherSPI     = "dispatcherSpi"
+	ComponentQueueStoreSPI     = "queueStoreSpi"
+	ComponentArchiveStoreSPI   = "archiveStoreSpi"
+	ComponentPrefixTrimmerSPI  = "prefixTrimmerSpi"
+	ComponentPrefixArchiverSPI = "prefixArchiverSpi"
+	ComponentArchiveDeleterSPI = "archiveDeleterSpi"
+	ComponentReadModelStoreSPI = "readModelStoreSpi"
 	ComponentWireABI           = "wireAbi"
 )
 
@@ -52,6 +58,12 @@ type SPIVersions struct {
 	ContentStore   string `json:"contentStore"`
 	StatusIndex    string `json:"statusIndex"`
 	Dispatcher     string `json:"dispatcher"`
+	QueueStore     string `json:"queueStore"`
+	ArchiveStore   string `json:"archiveStore"`
+	PrefixTrimmer  string `json:"prefixTrimmer"`
+	PrefixArchiver string `json:"prefixArchiver"`
+	ArchiveDeleter string `json:"archiveDeleter"`
+	ReadModelStore string `json:"readModelStore"`
 }
 
 // Manifest returns the manifest of this kernel, built from the exported
@@ -73,6 +85,12 @@ func Manifest() KernelManifest {
 			ContentStore:   store.ContentStoreSPIVersion,
 			StatusIndex:    store.StatusIndexSPIVersion,
 			Dispatcher:     dispatch.DispatcherSPIVersion,
+			QueueStore:     store.QueueStoreSPIVersion,
+			ArchiveStore:   store.ArchiveStoreSPIVersion,
+			PrefixTrimmer:  store.PrefixTrimmerSPIVersion,
+			PrefixArchiver: store.PrefixArchiverSPIVersion,
+			ArchiveDeleter: store.ArchiveDeleterSPIVersion,
+			ReadModelStore: store.ReadModelStoreSPIVersion,
 		},
 	}
 }
@@ -91,6 +109,12 @@ func (m KernelManifest) Versions() map[string]string {
 		ComponentContentStoreSPI:   m.SPIs.ContentStore,
 		ComponentStatusIndexSPI:    m.SPIs.StatusIndex,
 		ComponentDispatcherSPI:     m.SPIs.Dispatcher,
+		ComponentQueueStoreSPI:     m.SPIs.QueueStore,
+		ComponentArchiveStoreSPI:   m.SPIs.ArchiveStore,
+		ComponentPrefixTrimmerSPI:  m.SPIs.PrefixTrimmer,
+		ComponentPrefixArchiverSPI: m.SPIs.PrefixArchiver,
+		ComponentArchiveDeleterSPI: m.SPIs.ArchiveDeleter,
+		ComponentReadModelStoreSPI: m.SPIs.ReadModelStore,
 		ComponentWireABI:           m.WireABIVersion,
 	}
 }

@@ -32,6 +32,12 @@ func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 			ContentStore:   store.ContentStoreSPIVersion,
 			StatusIndex:    store.StatusIndexSPIVersion,
 			Dispatcher:     dispatch.DispatcherSPIVersion,
+			QueueStore:     store.QueueStoreSPIVersion,
+			ArchiveStore:   store.ArchiveStoreSPIVersion,
+			PrefixTrimmer:  store.PrefixTrimmerSPIVersion,
+			PrefixArchiver: store.PrefixArchiverSPIVersion,
+			ArchiveDeleter: store.ArchiveDeleterSPIVersion,
+			ReadModelStore: store.ReadModelStoreSPIVersion,
 		},
 	}
 	if !reflect.DeepEqual(m, want) {
@@ -49,6 +55,12 @@ func TestSpec9ManifestAggregatesExportedConstants(t *testing.T) {
 		ComponentContentStoreSPI:   store.ContentStoreSPIVersion,
 		ComponentStatusIndexSPI:    store.StatusIndexSPIVersion,
 		ComponentDispatcherSPI:     dispatch.DispatcherSPIVersion,
+		ComponentQueueStoreSPI:     store.QueueStoreSPIVersion,
+		ComponentArchiveStoreSPI:   store.ArchiveStoreSPIVersion,
+		ComponentPrefixTrimmerSPI:  store.PrefixTrimmerSPIVersion,
+		ComponentPrefixArchiverSPI: store.PrefixArchiverSPIVersion,
+		ComponentArchiveDeleterSPI: store.ArchiveDeleterSPIVersion,
+		ComponentReadModelStoreSPI: store.ReadModelStoreSPIVersion,
 		ComponentWireABI:           wire.Version,
 	}
 	if !reflect.DeepEqual(versions, wantVersions) {
@@ -93,6 +105,12 @@ func TestManifestJSONShape(t *testing.T) {
 		"contentStore":   store.ContentStoreSPIVersion,
 		"statusIndex":    store.StatusIndexSPIVersion,
 		"dispatcher":     dispatch.DispatcherSPIVersion,
+		"queueStore":     store.QueueStoreSPIVersion,
+		"archiveStore":   store.ArchiveStoreSPIVersion,
+		"prefixTrimmer":  store.PrefixTrimmerSPIVersion,
+		"prefixArchiver": store.PrefixArchiverSPIVersion,
+		"archiveDeleter": store.ArchiveDeleterSPIVersion,
+		"readModelStore": store.ReadModelStoreSPIVersion,
 	}
 	if !reflect.DeepEqual(spis, want) {
 		t.Errorf("spis = %v, want %v", spis, want)
