@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/loom-kernel/loom/projection"
 	"github.com/loom-kernel/loom/store"
@@ -114,37 +113,7 @@ func (h *handler) serveReadModelWatch(ctx context.Context, w http.ResponseWriter
 	if !ok {
 		return
 	}
-	beat := time.NewTicker(h.opts.Heartbeat)
-	defer beat.Stop()
-	stopping := stopSignal(ctx)
-	for {
-		select {
-		case u, ok := <-watch.Updates():
-			if !ok {
-				if err := watch.Err(); err != nil {
-					send(errorFrame(h.wireError(req.Method, err)))
-				}
-				return
-			}
-			frame, err := pageFrame(u)
-			if err != nil {
-				send(errorFrame(h.wireError(req.Method, err)))
-				return
-			}
-			if !send(frame) {
-				return
-			}
-		case <-beat.C:
-			if !send(": ping\n\n") {
-				return
-			}
-		case <-stopping:
-			send(errorFrame(newError(CodeUnavailable, "the server is stopping; reconnect with Last-Event-ID", nil)))
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
+	pumpItems(ctx, h, req.Method, watch.Updates(), watch.Err, send, pageFrame)
 }
 
 // pageFrame renders a read-model page as an SSE event: its digest as the

@@ -86,18 +86,26 @@ func openStream(w http.ResponseWriter, what string) (func(frame string) bool, bo
 	return send, send(": loom wire " + Version + " " + what + "\n\n")
 }
 
-// pump sends a frame per envelope of s (frame renders it), a ping every
-// Options.Heartbeat, and ends the stream with an error event when s fails,
-// a frame does not render, or the server stops.
+// pump sends a frame per envelope of s (frame renders it): pumpItems over
+// the subscription.
 func (h *handler) pump(ctx context.Context, method string, s *store.Subscription, send func(string) bool, frame func(event.Envelope) (string, error)) {
+	pumpItems(ctx, h, method, s.Events(), s.Err, send, frame)
+}
+
+// pumpItems sends a frame per item of items (frame renders it), a ping
+// every Options.Heartbeat, and ends the stream with an error event when
+// items closes with errOf() set, a frame does not render, or the server
+// stops.
+func pumpItems[T any](ctx context.Context, h *handler, method string, items <-chan T, errOf func() error,
+	send func(string) bool, frame func(T) (string, error)) {
 	beat := time.NewTicker(h.opts.Heartbeat)
 	defer beat.Stop()
 	stopping := stopSignal(ctx)
 	for {
 		select {
-		case e, ok := <-s.Events():
+		case e, ok := <-items:
 			if !ok {
-				if err := s.Err(); err != nil {
+				if err := errOf(); err != nil {
 					send(errorFrame(h.wireError(method, err)))
 				}
 				return
