@@ -5,7 +5,9 @@
 #   2. go vet       on every package
 #   3. staticcheck  on every package (honnef.co/go/tools, pinned below); any
 #                   finding fails the run
-#   4. go test      every package, with the race detector, uncached
+#   4. loomvet      the determinism analyzer (cmd/loomvet) over examples/:
+#                   any finding in an example flow fails the run
+#   5. go test      every package, with the race detector, uncached
 # It works from any directory: it moves to the repository root first.
 set -euo pipefail
 
@@ -65,6 +67,13 @@ if ! go run "honnef.co/go/tools/cmd/staticcheck@${staticcheck_version}" ./...; t
 	exit 1
 fi
 
-# ---- 4. go test ------------------------------------------------------------
+# ---- 4. loomvet ------------------------------------------------------------
+echo "== loomvet ./examples/..."
+if ! go run ./cmd/loomvet ./examples/...; then
+	echo "loomvet found flow code that would not replay deterministically (see above): fix it, or annotate a vetted line with //loomvet:ok <reason>" >&2
+	exit 1
+fi
+
+# ---- 5. go test ------------------------------------------------------------
 echo "== go test -race -count=1 ./..."
 go test -race -count=1 -timeout 60m ./...

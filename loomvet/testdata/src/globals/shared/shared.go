@@ -1,0 +1,4 @@
+// Package shared has a package-level variable another package writes.
+package shared
+
+var Total int
