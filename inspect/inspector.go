@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
@@ -30,7 +31,8 @@ const (
 )
 
 // Options configures New. The defaults (zero values): requests are served
-// only when their Host is a loopback name or address, and nothing is logged.
+// only when their Host is a loopback name or address, nothing is logged,
+// and a live list re-lists the store every DefaultListPoll.
 type Options struct {
 	// AnyHost serves requests whatever their Host header. Without it a
 	// request for another host is refused (421), which keeps a web page on
@@ -38,6 +40,11 @@ type Options struct {
 	AnyHost bool
 	// Logger receives the errors callers see only as "internal error".
 	Logger *slog.Logger
+	// ListPoll is how often each live list (/api/executions/live) re-lists
+	// the store: one listing per interval per open list, refolding only
+	// the executions whose log grew. Zero means DefaultListPoll; less than
+	// MinListPoll is raised to it.
+	ListPoll time.Duration
 }
 
 // Inspector is the web inspector: an http.Handler serving the page (assets
@@ -60,6 +67,10 @@ func New(src Source, opts Options) (*Inspector, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.ListPoll == 0 {
+		opts.ListPoll = DefaultListPoll
+	}
+	opts.ListPoll = max(opts.ListPoll, MinListPoll)
 	in := &Inspector{src: src, opts: opts, mux: http.NewServeMux(), stop: make(chan struct{})}
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
@@ -70,10 +81,12 @@ func New(src Source, opts Options) (*Inspector, error) {
 		http.ServeFileFS(w, r, static, "index.html")
 	})
 	in.mux.HandleFunc("GET /api/executions", in.executions)
+	in.mux.HandleFunc("GET /api/executions/live", in.liveExecutions)
 	in.mux.HandleFunc("GET /api/events", in.events)
 	in.mux.HandleFunc("GET /api/state", in.state)
 	in.mux.HandleFunc("GET /api/refs", in.refs)
 	in.mux.HandleFunc("GET /api/live", in.live)
+	in.mux.HandleFunc("GET /api/watch", in.watch)
 	return in, nil
 }
 
@@ -108,64 +121,6 @@ func loopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// Listing is one execution of /api/executions, and of loom ls --json: the
-// store's listing (executionId, workflowId, and length, the number of
-// events in its log) and its folded status, sequence and updatedAt, the
-// gate it is parked on, and its fork lineage as the state's _forkChain
-// holds it (forkChain). Every tool names them so.
-type Listing struct {
-	store.ExecutionInfo
-	Status      fold.Status     `json:"status"`
-	Sequence    int64           `json:"sequence"`
-	UpdatedAt   int64           `json:"updatedAt"`
-	SuspendedOn string          `json:"suspendedOn,omitempty"`
-	ForkChain   json.RawMessage `json:"forkChain,omitempty"`
-	// Parent is the parent link of a child execution ({executionId, name}).
-	Parent json.RawMessage `json:"parent,omitempty"`
-	// Tenant is the tenant recorded with the starting principal.
-	Tenant string `json:"tenant,omitempty"`
-}
-
-// ListingOf is the Listing of an execution the store listed as info, whose
-// latest folded state is st.
-func ListingOf(info store.ExecutionInfo, st fold.State) Listing {
-	l := Listing{ExecutionInfo: info, Status: st.Status, Sequence: st.Sequence, UpdatedAt: st.UpdatedAt,
-		ForkChain: st.Variables.ForkChain, Parent: st.Variables.Parent, Tenant: store.TenantOfPrincipal(st.Variables.Principal)}
-	if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
-		l.SuspendedOn = st.Variables.SuspendedOn.On
-	}
-	return l
-}
-
-func (in *Inspector) executions(w http.ResponseWriter, r *http.Request) {
-	limit, ok := in.intParam(w, r, "limit", DefaultExecutionsPage, MaxExecutionsPage)
-	if !ok {
-		return
-	}
-	page, err := in.src.Events.ListExecutions(r.Context(), r.URL.Query().Get("after"), limit)
-	if err != nil {
-		in.fail(w, err)
-		return
-	}
-	out := struct {
-		Executions []Listing `json:"executions"`
-		Next       string    `json:"next,omitempty"`
-	}{Executions: []Listing{}, Next: page.Next}
-	for _, info := range page.Executions {
-		st, err := in.src.StateAt(r.Context(), info.ExecutionID, -1)
-		if err != nil {
-			in.fail(w, err)
-			return
-		}
-		l := ListingOf(info, st)
-		if tenant := r.URL.Query().Get("tenant"); tenant != "" && l.Tenant != tenant {
-			continue // a filter of the page: next still pages the store
-		}
-		out.Executions = append(out.Executions, l)
-	}
-	in.writeJSON(w, out)
 }
 
 func (in *Inspector) events(w http.ResponseWriter, r *http.Request) {
@@ -277,17 +232,26 @@ func (in *Inspector) writeError(w http.ResponseWriter, status int, msg string) {
 func (in *Inspector) writeJSON(w http.ResponseWriter, v any) { in.write(w, http.StatusOK, v) }
 
 func (in *Inspector) write(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := encodeJSON(v)
+	if err != nil {
 		in.opts.Logger.Error("inspect: encoding a response", "error", err)
 		status = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"error":"internal error"}`)
+		b = []byte(`{"error":"internal error"}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes()) // a failed write is a page gone: nothing to do
+	_, _ = w.Write(append(b, '\n')) // a failed write is a page gone: nothing to do
+}
+
+// encodeJSON is the API's JSON: compact, on one line, payload bytes kept
+// (no HTML escaping).
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -1,15 +1,11 @@
 package inspect
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
-)
 
-// Heartbeat is the interval of keep-alive comments on an idle live stream.
-const Heartbeat = 15 * time.Second
+	"github.com/loom-kernel/loom/event"
+)
 
 // live streams an execution's events from a sequence on as server-sent
 // events (EventSource): catch-up first, then each event as the log grows,
@@ -42,51 +38,15 @@ func (in *Inspector) live(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives a WriteTimeout; unsupported writers have none
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	send := func(frame []byte) bool {
-		if _, err := w.Write(frame); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	if !send([]byte("retry: 1000\n\n")) {
+	s, ok := in.openStream(w, r)
+	if !ok {
 		return
 	}
-	beat := time.NewTicker(Heartbeat)
-	defer beat.Stop()
-	for {
-		select {
-		case e, ok := <-sub.Events():
-			if !ok {
-				if err := sub.Err(); err != nil {
-					in.opts.Logger.Error("inspect: following a log", "execution", id, "error", err)
-					send([]byte("event: error\ndata: {\"error\":\"reading the store failed\"}\n\n"))
-				}
-				return
-			}
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			if err := enc.Encode(e); err != nil {
-				return
-			}
-			frame := "id: " + strconv.FormatInt(e.Sequence, 10) + "\nevent: envelope\ndata: " +
-				string(bytes.TrimRight(buf.Bytes(), "\n")) + "\n\n"
-			if !send([]byte(frame)) {
-				return
-			}
-		case <-beat.C:
-			if !send([]byte(": ping\n\n")) {
-				return
-			}
-		case <-in.stop:
-			return
-		case <-r.Context().Done():
-			return
+	in.pump(r.Context(), s, id, sub, func(e event.Envelope) (string, error) {
+		b, err := encodeJSON(e)
+		if err != nil {
+			return "", err
 		}
-	}
+		return sseFrame(strconv.FormatInt(e.Sequence, 10), "envelope", b)
+	})
 }

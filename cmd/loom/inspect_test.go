@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +16,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/inspect"
+	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/store/memstore"
 )
 
 // chromiumPath finds Debian's chromium. The browser test never skips: a
@@ -227,10 +233,204 @@ func TestInspectorInBrowser(t *testing.T) {
 	}
 	run("slider to the answer", keysBack...)
 	waitJS(t, ctx, "the answer", shows("order-1", fx.parkAt+2)+` && document.querySelector('#gates').textContent.includes('alice')`, 10*time.Second)
-	saveScreenshot(t, ctx)
+	updateDocsScreenshot(t, saveScreenshot(t, ctx, "inspector.png"))
 
 	if err := srv.interrupt(t); err != nil {
 		t.Fatalf("loom inspect after Ctrl-C: %v", err)
+	}
+}
+
+// TestInspectorLivePanes drives the page in headless Chromium, never
+// reloaded, while another process writes the store: a new execution's row
+// appears in the list, and another's status moves there; a parked
+// execution, selected with the slider at the end, is answered, and its row
+// and the state pane move to the new state the page's watch sends;
+// another, selected with the slider moved back, is answered, and the pane
+// keeps the older state (while the header and the list move on) until the
+// slider returns to the end.
+func TestInspectorLivePanes(t *testing.T) {
+	bin, fx := setup(t)
+	ctx := browser(t)
+	path := copyStore(t, fx.path)
+	bulk := readLog(t, path, "bulk-00")
+
+	srv := startLoom(t, bin, "inspect", "--store", path)
+	line := srv.waitLine(t, "Inspecting ", 30*time.Second)
+	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+/) \(read-only`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no loopback URL in %q", line)
+	}
+	url := m[1]
+
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(tctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	run("open the page", chromedp.Navigate(url), chromedp.WaitVisible(`#executions li[data-id="order-1"]`))
+	waitJS(t, ctx, "the live list", `document.querySelector('#executions').dataset.live === 'on'`, 20*time.Second)
+	// A mark only this load of the page holds: a reload would drop it.
+	run("mark the page", chromedp.Evaluate[chromedp.Void](`document.documentElement.dataset.loaded = 'once'`))
+	if n := countJS(t, ctx, `#executions li[data-id="order-9"]`); n != 0 {
+		t.Fatalf("order-9 is listed before it starts")
+	}
+
+	a, err := openApp(path, newStepClock("2026-01-07T09:00:00Z"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := a.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	actx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// (a) A new execution: its row appears, parked, and the page stays
+	// scrolled where it was.
+	scrolled, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.scrollTo(0, (document.documentElement.scrollHeight - innerHeight) / 2); window.scrollY`))
+	if err != nil || scrolled <= 0 {
+		t.Fatalf("the page does not scroll (%d, %v): the scroll it keeps is not tested", scrolled, err)
+	}
+	if _, err := a.rt.Start(actx, flowOrder, order{Item: "matcha", Qty: 2}, loom.WithExecutionID("order-9")); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := a.rt.WaitForSettled(actx, "order-9")
+	if err != nil || parked.Status != fold.StatusSuspended {
+		t.Fatalf("order-9: %v %v", parked.Status, err)
+	}
+	row := func(id string) string { return fmt.Sprintf(`document.querySelector('#executions li[data-id=%q]')`, id) }
+	waitJS(t, ctx, "the new row", row("order-9")+` !== null && `+row("order-9")+`.querySelector('.status').textContent === 'suspended'`+
+		` && `+row("order-9")+`.textContent.includes('parked on approve')`, 20*time.Second)
+	if y, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.scrollY`)); err != nil || y != scrolled {
+		t.Fatalf("the list moved the page from %d to %d (%v)", scrolled, y, err)
+	}
+	// An execution the page never selected (nor watched) moves in the list.
+	other, err := a.answer(actx, "bulk-01", "grace", false)
+	if err != nil || other.Status != fold.StatusCompleted {
+		t.Fatalf("bulk-01: %v %v", other.Status, err)
+	}
+	waitJS(t, ctx, "bulk-01 completed in the list", row("bulk-01")+`.querySelector('.status').textContent === 'completed'`+
+		fmt.Sprintf(` && `+row("bulk-01")+`.textContent.includes('%d events')`, other.Sequence+1), 20*time.Second)
+
+	// (b) Selected at the end, bulk-00 is answered: the list and the state
+	// pane follow it to its end, the pane from the watch.
+	run("select bulk-00", clickJS(`#executions li[data-id="bulk-00"] a`))
+	waitJS(t, ctx, "bulk-00 parked, watched", shows("bulk-00", int64(len(bulk)-1))+
+		` && document.querySelector('#state-status').textContent === 'suspended' && document.querySelector('#state-pane').dataset.live === 'on'`, 20*time.Second)
+	done, err := a.answer(actx, "bulk-00", "grace", true)
+	if err != nil || done.Status != fold.StatusCompleted {
+		t.Fatalf("bulk-00: %v %v", done.Status, err)
+	}
+	waitJS(t, ctx, "bulk-00 completed in the list and the pane", row("bulk-00")+`.querySelector('.status').textContent === 'completed'`+
+		fmt.Sprintf(` && document.querySelector('#state-pane').dataset.watched === '%d'`, done.Sequence)+
+		` && `+shows("bulk-00", done.Sequence)+` && document.querySelector('#state-status').textContent === 'completed'`+
+		` && document.querySelector('#gates').textContent.includes('"grace"')`+
+		` && document.querySelector('#executions a.selected').dataset.id === 'bulk-00'`, 20*time.Second)
+
+	// (c) Selected with the slider moved back, order-9 is answered: the
+	// header and the list move on, the pane stays where the slider is
+	// until it returns to the end.
+	run("select order-9", clickJS(`#executions li[data-id="order-9"] a`))
+	waitJS(t, ctx, "order-9 parked, watched", shows("order-9", parked.Sequence)+
+		` && document.querySelector('#state-pane').dataset.live === 'on'`, 20*time.Second)
+	run("slider one step back", chromedp.Focus("#seq"), chromedp.KeyEvent(kb.ArrowLeft))
+	waitJS(t, ctx, "the state before the park", shows("order-9", parked.Sequence-1)+
+		` && document.querySelector('#follow-note').textContent.startsWith('time-travelling')`, 10*time.Second)
+	end, err := a.answer(actx, "order-9", "heidi", true)
+	if err != nil || end.Status != fold.StatusCompleted {
+		t.Fatalf("order-9: %v %v", end.Status, err)
+	}
+	waitJS(t, ctx, "order-9 completed, the pane kept", fmt.Sprintf(`document.querySelector('#state-pane').dataset.watched === '%d'`, end.Sequence)+
+		fmt.Sprintf(` && document.querySelectorAll('#timeline li').length === %d`, end.Sequence+1)+
+		` && document.querySelector('#exec-status').textContent === 'completed'`+
+		` && `+row("order-9")+`.querySelector('.status').textContent === 'completed'`+
+		` && `+shows("order-9", parked.Sequence-1), 20*time.Second)
+	if st := text(t, ctx, "#state-status"); st != "running" {
+		t.Fatalf("the pane before the park shows %q", st)
+	}
+	run("slider to the end", chromedp.KeyEvent(kb.End))
+	waitJS(t, ctx, "order-9's end", shows("order-9", end.Sequence)+` && document.querySelector('#state-status').textContent === 'completed'`+
+		` && document.querySelector('#follow-note').textContent === 'following the log'`, 10*time.Second)
+	if g := text(t, ctx, "#gates"); !strings.Contains(g, `by {"user":"heidi"}`) {
+		t.Fatalf("order-9's gate: %q", g)
+	}
+	if mark, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.dataset.loaded || ''`)); err != nil || mark != "once" {
+		t.Fatalf("the page was reloaded: mark %q, %v", mark, err)
+	}
+	if n := countJS(t, ctx, `#list-note:not([hidden]), #state-note:not([hidden])`); n != 0 {
+		t.Fatalf("%d panes say they are not live", n)
+	}
+	saveScreenshot(t, ctx, "inspector-live.png")
+
+	if err := srv.interrupt(t); err != nil {
+		t.Fatalf("loom inspect after Ctrl-C: %v", err)
+	}
+}
+
+// TestInspectorNotLive: over a store that cannot follow a log (the watch
+// and the log tail answer 501) the page falls back to fetching: the state
+// pane shows the state it fetched, says it is not live, and raises no
+// error, while the list, which needs no follower, stays live.
+func TestInspectorNotLive(t *testing.T) {
+	ctx := browser(t)
+	events := memstore.NewEventStore()
+	rt, err := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{orderFlow()}, ResumeAuthenticator: approver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := rt.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	actx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := rt.Start(actx, flowOrder, order{Item: "sencha", Qty: 1}, loom.WithExecutionID("solo")); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := rt.WaitForSettled(actx, "solo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type logOnly struct{ store.EventStore } // no store.Subscriber, and no Follow
+	in, err := inspect.New(inspect.Source{Events: logOnly{events}}, inspect.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(in)
+	defer srv.Close()
+	defer in.Close() // first: the server's Close waits for the list's stream
+
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(tctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	run("open the page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(`#executions li[data-id="solo"]`),
+		chromedp.Evaluate[chromedp.Void](`window.pageErrors = []; window.addEventListener('error', (e) => pageErrors.push(String(e.message)));`+
+			` window.addEventListener('unhandledrejection', (e) => pageErrors.push(String(e.reason)));`))
+	run("select solo", clickJS(`#executions li[data-id="solo"] a`))
+	waitJS(t, ctx, "solo's state, not live", shows("solo", parked.Sequence)+` && document.querySelector('#state-status').textContent === 'suspended'`+
+		` && document.querySelector('#state-pane').dataset.live === 'off' && !document.querySelector('#state-note').hidden`+
+		` && document.querySelector('#state-note').textContent === 'not live'`, 20*time.Second)
+	payload, _ := json.Marshal(approval{Approved: true})
+	if err := rt.Resume(actx, "solo", loom.ResumeEvent{EventType: gate, Payload: payload, Credentials: json.RawMessage(`{"user":"ivan"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.WaitForSettled(actx, "solo"); err != nil || st.Status != fold.StatusCompleted {
+		t.Fatalf("solo: %v %v", st.Status, err)
+	}
+	waitJS(t, ctx, "the live list", `document.querySelector('#executions li[data-id="solo"] .status').textContent === 'completed'`, 20*time.Second)
+	if errs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`pageErrors`)); err != nil || len(errs) != 0 {
+		t.Fatalf("the page raised errors: %v %v", errs, err)
 	}
 }
 
@@ -250,20 +450,26 @@ func countJS(t *testing.T, ctx context.Context, sel string) int {
 	return n
 }
 
-// saveScreenshot keeps a PNG of the page as a test artifact (go test
-// -artifacts keeps it; its path is logged), and refreshes docs/inspector.png
-// when LOOM_UPDATE_SCREENSHOT=1.
-func saveScreenshot(t *testing.T, ctx context.Context) {
+// saveScreenshot keeps a PNG of the page as a test artifact named name (go
+// test -artifacts keeps it; its path is logged) and returns it.
+func saveScreenshot(t *testing.T, ctx context.Context, name string) []byte {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.ArtifactDir(), "inspector.png")
+	path := filepath.Join(t.ArtifactDir(), name)
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+	return png
+}
+
+// updateDocsScreenshot refreshes docs/inspector.png with png when
+// LOOM_UPDATE_SCREENSHOT=1.
+func updateDocsScreenshot(t *testing.T, png []byte) {
+	t.Helper()
 	if os.Getenv("LOOM_UPDATE_SCREENSHOT") == "1" {
 		docs := filepath.Join("..", "..", "docs", "inspector.png")
 		if err := os.WriteFile(docs, png, 0o644); err != nil {

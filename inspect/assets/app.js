@@ -5,17 +5,36 @@
 
 const $ = (sel) => document.querySelector(sel);
 const MAX_EVENT_PAGES = 40; // 40 pages of 500: the timeline holds 20,000 events at most
+const LIST_PAGE = 50;       // executions per page of the list
+const MAX_LIVE_LIST = 500;  // the API's largest page: the live list covers the first 500 at most
 
 const view = {
-  executions: [],     // listings loaded so far
+  executions: [],     // the list as shown
   next: '',           // cursor of the next listing page
   selected: null,     // execution id
   events: [],         // its log, in order
   seq: -1,            // the slider's sequence
   following: true,    // the slider sits at the end and moves with the log
-  live: null,         // EventSource of the selected execution
+  live: null,         // EventSource of the selected execution's log (api/live)
+  watch: null,        // EventSource of its folded state (api/watch)
+  watchLive: false,   // the watch is open: at the end, the state pane shows what it sends
+  latest: null,       // the selected execution's latest state the page knows
+  ahead: new Map(),   // listing fields of states newer than the list's last frame, by execution
   stateRequest: 0,    // drops answers to older state requests
   truncated: false,
+};
+
+// list is where the execution list comes from: one live stream
+// (api/executions/live) over its first list.limit executions, then pages
+// fetched after them. When the stream cannot be had (no EventSource, or
+// the server refuses it) every page is fetched, as of its fetch.
+const list = {
+  limit: LIST_PAGE,   // how many executions the live stream covers
+  source: null,       // its EventSource; null when the list is fetched
+  head: [],           // the executions of its last frame
+  headNext: '',       // the cursor after them
+  tail: [],           // pages fetched after the head
+  tailNext: null,     // the cursor after the tail; null before a page is fetched
 };
 
 // ---- the JSON API ---------------------------------------------------------
@@ -75,17 +94,132 @@ function lastLink(chain) {
 
 // ---- the execution list and the refs --------------------------------------
 
-async function loadExecutions(more) {
-  const params = { limit: 50 };
-  if (more && view.next) params.after = view.next;
-  const page = await api('executions', params);
-  view.executions = more ? view.executions.concat(page.executions) : page.executions;
-  view.next = page.next || '';
-  renderExecutions();
+// listParams is params plus the page's own ?tenant= filter, if any: the
+// query of every list request.
+function listParams(params) {
+  const tenant = new URLSearchParams(location.search).get('tenant');
+  return tenant ? Object.assign({ tenant }, params) : params;
 }
 
+// loadExecutions starts the list: live when the browser can stream, else
+// its first page fetched. It resolves once the list is shown.
+function loadExecutions() {
+  if (typeof EventSource === 'undefined') {
+    setListLive(false, 'not live: this browser cannot stream');
+    return fetchExecutions();
+  }
+  return openLiveList();
+}
+
+// moreExecutions shows the next page: the live list grows by a page up to
+// MAX_LIVE_LIST; past it, or when the list is fetched, the page is fetched.
+function moreExecutions() {
+  if (list.source && list.tailNext === null && list.limit < MAX_LIVE_LIST) {
+    list.limit = Math.min(list.limit + LIST_PAGE, MAX_LIVE_LIST);
+    return openLiveList();
+  }
+  return fetchExecutions();
+}
+
+// openLiveList (re)opens the live list over the first list.limit
+// executions; the list shown stays until its first frame. Each frame is
+// the whole page, sent again when it changes. It resolves on the first
+// frame or, when the server refuses the stream, once the list is fetched.
+function openLiveList() {
+  if (list.source) list.source.close();
+  return new Promise((resolve, reject) => {
+    const src = new EventSource('api/executions/live?' + new URLSearchParams(listParams({ limit: list.limit })).toString());
+    list.source = src;
+    src.onopen = () => { if (list.source === src) setListLive(true); };
+    src.addEventListener('executions', (msg) => {
+      if (list.source !== src) return;
+      const page = JSON.parse(msg.data);
+      list.head = page.executions;
+      list.headNext = page.next || '';
+      setListLive(true);
+      showList();
+      resolve();
+    });
+    src.onerror = () => {
+      if (list.source !== src) return;
+      if (src.readyState !== EventSource.CLOSED) {
+        setListLive(false, 'not live: reconnecting…'); // the browser reconnects by itself
+        return;
+      }
+      // Refused (an error status, not a stream): fetched from here on,
+      // starting from what is shown.
+      src.close();
+      list.source = null;
+      setListLive(false, 'not live: reload the page to refresh the list');
+      if (list.tailNext === null) list.tailNext = list.headNext;
+      list.tail = list.head.concat(list.tail);
+      list.head = [];
+      list.headNext = '';
+      if (list.tail.length) resolve();
+      else fetchExecutions().then(resolve, reject);
+    };
+  });
+}
+
+// fetchExecutions fetches the page after the list shown and appends it.
+async function fetchExecutions() {
+  const params = { limit: LIST_PAGE };
+  if (view.next) params.after = view.next;
+  const page = await api('executions', listParams(params));
+  list.tail = list.tail.concat(page.executions);
+  list.tailNext = page.next || '';
+  showList();
+}
+
+function setListLive(on, note) {
+  $('#executions').dataset.live = on ? 'on' : 'off';
+  const n = $('#list-note');
+  n.hidden = on || !note;
+  if (note) n.textContent = note;
+}
+
+// showList renders the list from its sources, each execution once (a page
+// fetched before the live list grew may repeat one), each at the latest
+// state the page knows.
+function showList() {
+  const seen = new Set();
+  view.executions = [];
+  for (const x of list.head.concat(list.tail)) {
+    if (seen.has(x.executionId)) continue;
+    seen.add(x.executionId);
+    view.executions.push(withLatest(x));
+  }
+  view.next = list.tailNext !== null ? list.tailNext : list.headNext;
+  renderExecutions();
+  if (view.latest) renderHeader(view.latest); // its lineage names the listed forks
+}
+
+// withLatest is a listing brought up to a later state the page saw (the
+// state pane's watch runs ahead of the list, which the server re-lists
+// about once a second); once the list has caught up, the list's own.
+function withLatest(x) {
+  const ahead = view.ahead.get(x.executionId);
+  if (!ahead) return x;
+  if (ahead.sequence <= x.sequence) {
+    view.ahead.delete(x.executionId);
+    return x;
+  }
+  return Object.assign({}, x, ahead);
+}
+
+function suspendedOn(st) {
+  const on = st.variables && st.variables._suspendedOn;
+  return st.status === 'suspended' && on ? on.on : undefined;
+}
+
+// renderExecutions draws the list, keeping where the reader was: the
+// selection, the scroll and the focused row.
 function renderExecutions() {
   const ul = $('#executions');
+  const bar = $('#sidebar');
+  const top = bar.scrollTop;
+  const [sx, sy] = [window.scrollX, window.scrollY];
+  const focused = ul.contains(document.activeElement) ? document.activeElement.dataset.id : undefined;
   ul.replaceChildren();
   for (const x of view.executions) {
     const a = execLink(x.executionId);
@@ -104,6 +238,10 @@ function renderExecutions() {
     ul.append(el('li', { 'data-id': x.executionId }, a));
   }
   $('#more-executions').hidden = !view.next;
+  bar.scrollTop = top;
+  if (window.scrollX !== sx || window.scrollY !== sy) window.scrollTo(sx, sy);
+  const again = focused === undefined ? null : Array.from(ul.querySelectorAll('a')).find((n) => n.dataset.id === focused);
+  if (again) again.focus({ preventScroll: true });
 }
 
 async function loadRefs() {
@@ -120,12 +258,13 @@ async function loadRefs() {
 // ---- one execution --------------------------------------------------------
 
 async function select(id) {
-  if (view.live) { view.live.close(); view.live = null; }
+  closeStreams();
   setLive(false);
   view.selected = id;
+  view.latest = null;
   view.events = [];
   view.truncated = false;
-  renderExecutions();
+  showList();
   $('#empty').hidden = true;
   $('#detail').hidden = false;
   $('#exec-id').textContent = id;
@@ -144,6 +283,15 @@ async function select(id) {
   renderTimeline();
   moveTo(lastSeq(), true);
   follow(id);
+  watchState(id);
+}
+
+// closeStreams ends the selected execution's streams: its log and its state.
+function closeStreams() {
+  if (view.live) { view.live.close(); view.live = null; }
+  if (view.watch) { view.watch.close(); view.watch = null; }
+  setStateLive(false);
+  delete $('#state-pane').dataset.watched;
 }
 
 function lastSeq() {
@@ -167,8 +315,43 @@ function follow(id) {
     updateScrubber();
     if (wasAtEnd) moveTo(e.sequence, true);
     else markTimeline();
-    refreshListing(id);
+    if (!view.watchLive) refreshListing(id); // else the watch brings the latest state
   });
+}
+
+// watchState follows the selected execution's folded state (api/watch):
+// each frame is its latest state, shown in the list and the header and,
+// while the slider sits at the end, in the state pane. Without it (no
+// EventSource, or a store that cannot follow: 501) the pane fetches the
+// state as the log grows, marked "not live".
+function watchState(id) {
+  if (typeof EventSource === 'undefined') { setStateLive(false, 'not live'); return; }
+  const src = new EventSource('api/watch?' + new URLSearchParams({ id }).toString());
+  view.watch = src;
+  src.onopen = () => { if (view.watch === src) setStateLive(true); };
+  src.addEventListener('state', (msg) => {
+    if (view.watch !== src) return;
+    const state = JSON.parse(msg.data);
+    setStateLive(true);
+    $('#state-pane').dataset.watched = String(state.sequence); // the last state the watch sent, for tests
+    showLatest(id, state);
+    if (view.following) showState(id, state);
+  });
+  src.onerror = () => {
+    if (view.watch !== src) return;
+    if (src.readyState !== EventSource.CLOSED) { setStateLive(false, 'not live: reconnecting…'); return; }
+    src.close(); // refused: an error status, not a stream
+    view.watch = null;
+    setStateLive(false, 'not live');
+  };
+}
+
+function setStateLive(on, note) {
+  view.watchLive = on;
+  $('#state-pane').dataset.live = on ? 'on' : 'off';
+  const n = $('#state-note');
+  n.hidden = on || !note;
+  if (note) n.textContent = note;
 }
 
 function setLive(on) {
@@ -187,16 +370,14 @@ function refreshListing(id) {
   }, 150);
 }
 
-// showLatest puts an execution's latest state in the list and the header.
+// showLatest records the selected execution's latest state and puts it in
+// the list and the header, unless the page knows a later one.
 function showLatest(id, state) {
-  const x = view.executions.find((l) => l.executionId === id);
-  if (x) {
-    x.status = state.status;
-    x.length = state.sequence + 1;
-    x.suspendedOn = state.status === 'suspended' && state.variables._suspendedOn ? state.variables._suspendedOn.on : '';
-    renderExecutions();
-  }
-  if (view.selected === id) renderHeader(state);
+  if (id !== view.selected || (view.latest && view.latest.sequence > state.sequence)) return;
+  view.latest = state;
+  view.ahead.set(id, { status: state.status, sequence: state.sequence, length: state.sequence + 1, updatedAt: state.updatedAt,
+    suspendedOn: suspendedOn(state) });
+  showList();
 }
 
 function renderHeader(latest) {
@@ -302,7 +483,10 @@ function moveTo(seq, byLog) {
   markTimeline();
   const row = $('#timeline').querySelector('li.current');
   if (row && !byLog) row.scrollIntoView({ block: 'nearest' });
-  loadState(view.seq);
+  // Moved by the log with the watch live: the watch sends the state; the
+  // pane is drawn again for the events it reads (gates, fork markers).
+  if (byLog && view.watchLive && view.latest) showState(view.selected, view.latest);
+  else showAt(view.seq);
 }
 
 let slideTimer = 0;
@@ -313,21 +497,40 @@ function onSlide() {
   $('#seq-label').textContent = '#' + view.seq;
   markTimeline();
   clearTimeout(slideTimer);
-  slideTimer = setTimeout(() => loadState(view.seq), 40);
+  slideTimer = setTimeout(() => showAt(view.seq), 40);
 }
 
 // ---- the state pane (rendered by panes.js) ------------------------------
+
+// showAt shows the state at seq: at the end, with the watch live, the
+// latest state it sent (it replaces the pane until the slider moves back);
+// else the state fetched at seq.
+function showAt(seq) {
+  if (view.following && view.watchLive && view.latest && view.latest.sequence >= seq) showState(view.selected, view.latest);
+  else loadState(seq);
+}
+
+// showState puts a state the page holds in the pane, dropping the answers
+// of fetches still on their way.
+function showState(id, state) {
+  ++view.stateRequest;
+  paintState(id, state);
+}
 
 async function loadState(seq) {
   const id = view.selected;
   const ticket = ++view.stateRequest;
   const { state } = await api('state', { id, at: seq });
   if (ticket !== view.stateRequest || id !== view.selected) return;
+  paintState(id, state);
+  if (seq === lastSeq()) showLatest(id, state);
+}
+
+function paintState(id, state) {
   renderState(state);
   // What the pane shows, for scripts and tests that read the page.
   $('#state-pane').dataset.execution = id;
   $('#state-pane').dataset.seq = String(state.sequence);
-  if (seq === lastSeq()) showLatest(id, state);
 }
 
 // ---- wiring ---------------------------------------------------------------
@@ -344,5 +547,5 @@ function showError(err) {
 
 window.addEventListener('hashchange', route);
 $('#seq').addEventListener('input', onSlide);
-$('#more-executions').addEventListener('click', () => loadExecutions(true).catch(showError));
-Promise.all([loadExecutions(false), loadRefs()]).then(route).catch(showError);
+$('#more-executions').addEventListener('click', () => moreExecutions().catch(showError));
+Promise.all([loadExecutions(), loadRefs()]).then(route).catch(showError);

@@ -308,7 +308,12 @@ func (db *ReadOnlyDB) conn() (*readConn, func(), error) {
 	}
 	if now := time.Now().UnixNano(); now-db.checked.Load() >= int64(ChangePollInterval) {
 		db.checked.Store(now)
-		_, _ = db.refresh() // a failed reopen keeps the open connection; the next look retries
+		// A failed reopen keeps the open connection; the next look retries.
+		// A change this look saw is one the poller will not see again:
+		// wake the followers for it here.
+		if moved, _ := db.refresh(); moved {
+			db.wake.NotifyAll()
+		}
 	}
 	db.mu.RLock()
 	if db.closed.Load() {
