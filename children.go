@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,13 +29,18 @@ import (
 //     with the child's id as the park's correlation key; the answer,
 //     EXECUTION_RESUMED {eventType: "__loom_child__", payload: ChildResult}
 //     (kernel-stamped), is the kernel's alone: the ingress gate refuses the
-//     reserved name to every caller.
+//     reserved name to every caller. An await of a child that has already
+//     ended writes the same two events back to back, without the park's
+//     barrier, lease release and snapshot (answerEndedChild).
 //   - The supervisor answers it: when a child ends, its runtime wakes the
 //     parent; when a parent parks, its runtime looks at the child (so a
 //     child that ended first is seen); each side writes durably, then reads
 //     the other, so one of them always finds the pair ready; Recover
 //     answers what a crash left between the two. Any node does it: the
-//     answer is a transaction on the parent like a message delivery.
+//     answer is a transaction on the parent like a message delivery. When
+//     both find it ready, the parent's lease decides: a park answering
+//     itself takes the lease back first (answerOwnChildPark), and the
+//     other node's transaction needs it too, so only one answers.
 
 // gateChild is the gate a parent parks on while it awaits a child.
 const gateChild = reservedPrefix + "child__"
@@ -215,10 +221,23 @@ func SpawnChild(c *Context, flowID, name string, input any, opts ...ChildOption)
 	raw, err := c.Execute(&Task{
 		ID: spawnStepPrefix + name, Kind: "spawn",
 		Invoke: func(ctx context.Context, in json.RawMessage) (any, error) {
-			return child, rt.startChild(ctx, flow, parentID, child, in, principal)
+			err := rt.startChild(ctx, flow, parentID, child, in, principal)
+			var taken *ChildIDError
+			if err != nil && !errors.As(err, &taken) {
+				err = &spawnStartError{err: err}
+			}
+			return child, err
 		},
 		Simulate: func(context.Context, json.RawMessage) (any, error) { return child, nil },
 	}, json.RawMessage(in))
+	var failed *spawnStartError
+	if errors.As(err, &failed) {
+		// The store failed under the child's start: like a failed append,
+		// this ends the drive, and the execution stays as its log has it (a
+		// later drive spawns again, and adopts the child if it started).
+		// The flow never sees an error its log may not hold.
+		c.drive.abort(failed)
+	}
 	if err != nil {
 		return Child{}, err
 	}
@@ -297,28 +316,59 @@ func startedAsChild(start event.Envelope, link parentLink) bool {
 // name.
 func (rt *Runtime) startChild(ctx context.Context, flow *Flow, parentID string, child Child, in, principal json.RawMessage) error {
 	link := parentLink{ExecutionID: parentID, Name: child.Name, OnParentClose: child.OnParentClose}
-	started := map[string]any{"input": orNull(in), "parent": link}
-	if principal != nil {
-		started["principal"] = principal
-	}
-	err := rt.start(ctx, flow, child.ID, started, nil)
-	if !errors.Is(err, ErrExecutionExists) {
+	// A spawn retried after a crash finds its child started: it adopts it
+	// without claiming the id (a claim would hide the child from a
+	// recovery pass running meanwhile).
+	head, err := store.ReadRange(ctx, rt.cfg.Events, child.ID, 0, 1)
+	if err != nil {
 		return err
 	}
-	head, rerr := store.ReadRange(ctx, rt.cfg.Events, child.ID, 0, 1)
-	if rerr != nil {
-		return rerr
+	if len(head) == 0 {
+		started := map[string]any{"input": orNull(in), "parent": link}
+		if principal != nil {
+			started["principal"] = principal
+		}
+		err := rt.start(ctx, flow, child.ID, started, nil)
+		if !errors.Is(err, ErrExecutionExists) {
+			return err
+		}
+		if head, err = store.ReadRange(ctx, rt.cfg.Events, child.ID, 0, 1); err != nil {
+			return err
+		}
 	}
 	if len(head) == 1 && startedAsChild(head[0], link) {
+		rt.driveAdopted(ctx, child.ID)
 		return nil
 	}
 	return &ChildIDError{ChildID: child.ID, Reason: "the id is taken by an execution that is not this parent's child " + strconv.Quote(child.Name)}
 }
 
+// driveAdopted drives a child a retried spawn found started: the process
+// that started it may have stopped before driving it, and nothing else
+// would until a recovery pass. A child driven elsewhere (live here, or
+// leased by another node) is left to its driver. Best effort: Recover
+// drives what this misses.
+func (rt *Runtime) driveAdopted(ctx context.Context, childID string) {
+	if _, err := rt.recoverOne(ctx, childID, false); err != nil && ctx.Err() == nil {
+		rt.cfg.Logger.Warn("loom: an adopted child not driven now; Recover drives it", "execution", childID, "error", err)
+	}
+}
+
+// spawnStartError is a child's start that failed in the store (not a
+// refusal): the kernel's own write failed, as a journal append can. The
+// spawn aborts the parent's drive instead of handing the flow an error
+// its log may never hold.
+type spawnStartError struct{ err error }
+
+func (e *spawnStartError) Error() string { return "loom: starting a child: " + e.err.Error() }
+func (e *spawnStartError) Unwrap() error { return e.err }
+
 // AwaitChild parks until child ends and returns how it ended; a child that
 // failed or was cancelled is a *ChildFailedError as well (the result is
 // returned with it). A child that continued as new is awaited to the end
-// of its chain.
+// of its chain. Replay returns the recorded result. An await of a child
+// that has already ended costs no durable commit of its own: its park and
+// answer become durable with the run's next barrier.
 func AwaitChild(c *Context, child Child) (ChildResult, error) {
 	if !c.drive.rt.cfg.Features.Children {
 		return ChildResult{}, &NotConfiguredError{Field: "Features.Children", Need: "AwaitChild"}
@@ -330,7 +380,7 @@ func AwaitChild(c *Context, child Child) (ChildResult, error) {
 	if !spawnRecorded(c, child) {
 		return ChildResult{}, &UnknownChildError{ChildID: child.ID, Name: child.Name}
 	}
-	raw, err := c.gateWait(suspendPayload{On: gateChild, CorrelationKey: child.ID})
+	raw, err := awaitAnswer(c, child)
 	if err != nil {
 		return ChildResult{}, err
 	}
@@ -345,6 +395,76 @@ func AwaitChild(c *Context, child Child) (ChildResult, error) {
 		return res, &ChildFailedError{ChildID: res.ChildID, Status: res.Status, Err: res.Error}
 	}
 	return res, nil
+}
+
+// awaitAnswer returns the recorded answer to this await of child, or
+// records one: a recorded gate answer this run has not served yet (replay)
+// is served as it always was; at the log's end, a child that has already
+// ended is answered in place (answerEndedChild), and otherwise the await
+// parks until the child's end answers it.
+func awaitAnswer(c *Context, child Child) (json.RawMessage, error) {
+	if answer, ok := c.servePositional(gateChild); ok {
+		return answer, nil
+	}
+	p := suspendPayload{On: gateChild, CorrelationKey: child.ID}
+	c.answerEndedChild(p)
+	return c.gateWait(p)
+}
+
+// answerEndedChild records the park p and its answer back to back when
+// p's child has already ended, as the park would have: EXECUTION_SUSPENDED
+// {on: "__loom_child__", correlationKey: child id}, then the kernel-stamped
+// EXECUTION_RESUMED with the child's result. The log, and so the state and
+// every replay, is the same as when the park finds its child ended, but
+// the park's costs go: no barrier before the answer, no lease release, no
+// snapshot, no sticky registration (the drive answers itself and goes on,
+// holding its lease). Both events are durable by the drive's next barrier;
+// a crash before that loses them, and the re-run answers the await again
+// from the child's log, which no longer changes. Should only the park be
+// durable, the log is that of a park whose child ended, which Recover and
+// the child's own wake-up answer. Only the root goroutine of a live,
+// unsimulated run does it (a Parallel branch, a simulation or a replay
+// check parks as before).
+func (c *Context) answerEndedChild(p suspendPayload) {
+	r := c.drive
+	if c.branch != "" || r.simulate || r.verifying() {
+		return
+	}
+	res, ended, err := r.rt.childResult(c.Context(), p.CorrelationKey)
+	if err != nil || !ended {
+		return // the park looks at the child again, and Recover answers what it misses
+	}
+	r.mu.Lock()
+	live := !r.parked && !r.cancelled && r.abortErr == nil
+	r.mu.Unlock()
+	if !live {
+		return // the park unwinds the run
+	}
+	// While only the park is durable, another node that sees the child's
+	// end could answer it too and fence this drive: the drive's live lease
+	// refuses that node's take-over (a park released the lease, a fresh
+	// start has none until its first heartbeat).
+	if err := r.rt.holdDriveLease(r.ctx, r.x.id); err != nil {
+		return // the park releases it and lets any node answer
+	}
+	r.commit(event.ExecutionSuspended, p, nil)
+	r.commit(event.ExecutionResumed, map[string]any{"eventType": gateChild, "payload": res}, kernelStamp())
+}
+
+// holdDriveLease makes sure this node holds the lease of id, which it
+// drives: a lease it already holds is kept as it is (the heartbeat renews
+// it), a missing one is acquired; another node's live lease refuses.
+func (rt *Runtime) holdDriveLease(ctx context.Context, id string) error {
+	if rt.cfg.Leases == nil {
+		return nil
+	}
+	rt.mu.Lock()
+	_, held := rt.leases[id]
+	rt.mu.Unlock()
+	if held {
+		return nil
+	}
+	return rt.acquireLease(ctx, id)
 }
 
 // AwaitChildTyped is AwaitChild with the completed child's output decoded
@@ -449,15 +569,29 @@ func (rt *Runtime) commitChildAnswer(ctx context.Context, j *journal.Journal, st
 var errNoChildAnswer = errors.New("loom: no child answer to deliver")
 
 // deliverChild answers id's child park if its child has ended: through a
-// sticky park's own journal, or in a transaction. Best effort: Recover
+// sticky park's own journal, or in a transaction. A sticky park that can
+// no longer answer itself (childParkLost) is evicted: its drive unwinds,
+// and its end delivers again through a transaction. Best effort: Recover
 // answers what this misses.
 func (rt *Runtime) deliverChild(ctx context.Context, id string) {
-	if sp := rt.takeSticky(id); sp != nil {
-		if sp.r.deliverChildPending(sp.r.j.State()) {
+	for sp := rt.takeSticky(id); sp != nil; sp = rt.takeSticky(id) {
+		switch a, err := sp.r.answerOwnChildPark(ctx, sp.r.j.State()); {
+		case err == nil && a == childParkAnswered:
 			sp.wake <- true
-			return
+		case err == nil && a == childParkWaits:
+			rt.reregisterSticky(sp)
+			// The awaited child may have ended while this looked: its own
+			// delivery then found the park taken, and a transaction on a
+			// parent whose drive is live is refused. Its end is durable
+			// before it delivers, so a look now the park is back sees it.
+			if !rt.awaitedChildEnded(ctx, sp.r.j.State()) {
+				return
+			}
+			continue
+		default:
+			sp.r.root.stop.Store(true) // as an eviction: stopped before it is woken
+			sp.wake <- false
 		}
-		rt.reregisterSticky(sp)
 		return
 	}
 	err := rt.transact(ctx, id, txSpec{
@@ -485,17 +619,81 @@ func (rt *Runtime) deliverChild(ctx context.Context, id string) {
 	}
 }
 
+// awaitedChildEnded reports whether st awaits a child that has ended.
+func (rt *Runtime) awaitedChildEnded(ctx context.Context, st fold.State) bool {
+	childID, ok := awaitsChild(st)
+	if !ok {
+		return false
+	}
+	_, ended, err := rt.childResult(ctx, childID)
+	return err == nil && ended
+}
+
+// childParkAnswer is what a drive's attempt to answer its own child park
+// came to.
+type childParkAnswer int
+
+const (
+	// childParkWaits: the child has not ended; the park goes on.
+	childParkWaits childParkAnswer = iota
+	// childParkAnswered: the answer is durable through the drive's journal.
+	childParkAnswered
+	// childParkLost: another node holds the execution's lease, or the log
+	// moved since the park; the park must unwind and leave the answer to
+	// a transaction, which reads the log as it is.
+	childParkLost
+)
+
+// answerOwnChildPark answers the drive's child park (st, the state it
+// parked in) through its own journal when the child has ended. It takes
+// the execution's lease first, as a resume in place does: the park gave
+// it up, and a node that sees the child's end takes the parent over in a
+// transaction, fencing this journal. Whoever holds the lease answers: held
+// here, that node's take-over is refused; held there, this drive leaves
+// the answer to it. A log that moved since the park (that node answered,
+// drove the parent and parked it again) makes the park stale. It never
+// unwinds the calling goroutine.
+func (r *drive) answerOwnChildPark(ctx context.Context, st fold.State) (childParkAnswer, error) {
+	childID, ok := awaitsChild(st)
+	if !ok {
+		return childParkWaits, nil
+	}
+	res, ended, err := r.rt.childResult(ctx, childID)
+	if err != nil || !ended {
+		return childParkWaits, err
+	}
+	if err := r.rt.acquireLease(ctx, r.x.id); err != nil {
+		return childParkLost, nil
+	}
+	tail, err := r.rt.cfg.Events.ReadFrom(ctx, r.x.id, st.Sequence+1)
+	if err != nil || len(tail) > 0 {
+		r.rt.releaseLease(r.x.id)
+		return childParkLost, err
+	}
+	wake := pendingEvent{typ: event.ExecutionResumed, payload: map[string]any{"eventType": gateChild, "payload": res}, meta: kernelStamp()}
+	if err := commitAll(r.j, []pendingEvent{wake}); err != nil {
+		return childParkLost, err
+	}
+	if err := r.j.Barrier(context.WithoutCancel(ctx)); err != nil {
+		return childParkLost, err
+	}
+	return childParkAnswered, nil
+}
+
 // deliverChildPending answers the run's own child park through its
-// journal; it reports whether it did.
+// journal, from the parking goroutine; it reports whether it did. A park
+// that lost the execution to another node unwinds, and its drive's end
+// delivers through a transaction.
 func (r *drive) deliverChildPending(st fold.State) bool {
-	answered, err := r.rt.commitChildAnswer(r.ctx, r.j, st)
+	a, err := r.answerOwnChildPark(r.ctx, st)
 	if err != nil {
 		r.abort(err)
 	}
-	if answered {
-		r.barrier()
+	if a == childParkLost {
+		r.root.stop.Store(true)
+		runtime.Goexit()
 	}
-	return answered
+	return a == childParkAnswered
 }
 
 // ended is what the supervisor does when an execution ends: wake its
@@ -511,12 +709,14 @@ func (rt *Runtime) ended(ctx context.Context, id string, st fold.State) {
 }
 
 // closeChildren cancels the children of an ended parent whose policy is
-// CloseCancel and that have not ended. A child that ended meanwhile is
-// left as it is; a failure is logged and left to Recover, which cancels a
-// child whose parent has ended.
+// CloseCancel and that have not ended. A child whose end the parent's log
+// received (an answered await) is passed over without a look; one that
+// ended meanwhile is left as it is; a failure is logged and left to
+// Recover, which cancels a child whose parent has ended.
 func (rt *Runtime) closeChildren(ctx context.Context, parentID string, st fold.State) {
+	ended := receivedChildren(st)
 	for _, ch := range spawned(st) {
-		if ch.OnParentClose == CloseAbandon {
+		if ch.OnParentClose == CloseAbandon || ended[ch.ID] {
 			continue
 		}
 		err := rt.Cancel(ctx, ch.ID, "its parent "+parentID+" ended ("+string(st.Status)+")")
@@ -525,6 +725,21 @@ func (rt *Runtime) closeChildren(ctx context.Context, parentID string, st fold.S
 			rt.cfg.Logger.Warn("loom: child not cancelled with its parent; Recover cancels it", "execution", ch.ID, "parent", parentID, "error", err)
 		}
 	}
+}
+
+// receivedChildren is the set of children whose end st's log holds: the
+// ids of its answered child awaits.
+func receivedChildren(st fold.State) map[string]bool {
+	ids := map[string]bool{}
+	for _, e := range st.Variables.ResumePayloads {
+		var res struct {
+			ChildID string `json:"childId"`
+		}
+		if e.EventType == gateChild && json.Unmarshal(e.Payload, &res) == nil && res.ChildID != "" {
+			ids[res.ChildID] = true
+		}
+	}
+	return ids
 }
 
 // spawned lists the children st's completed spawns recorded, by step id.

@@ -6,8 +6,10 @@
 //	               [-resume-small 100] [-resume-large 100000] [-resume-reps 5]
 //	               [-agent-small 20] [-agent-large 200] [-agent-reps 5] [-cpuprofile-dir DIR]
 //	               [-scale-small 1000] [-scale-large 1000000]
-//	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c,f] [-cpuprofile-dir DIR]
+//	               [-fanout-small 100] [-fanout-large 1000] [-fanout-reps 3]
+//	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c,f,g] [-cpuprofile-dir DIR]
 //	               [-scale-small 1000] [-scale-large 100000]
+//	               [-fanout-small 100] [-fanout-large 1000] [-fanout-reps 3]
 //
 // Every workload is reported beside a raw driver baseline measured in the
 // same process during the same run, as a ratio, because absolute rates on
@@ -53,6 +55,15 @@
 //	   status index and the executions, and cold Resume → completion of
 //	   random parked ones, whose median large/small is judged against 2.
 //	   On PostgreSQL too, each population in a schema of the run
+//	g  fan-out (fanout.go), run only when -workloads names it: at two sizes
+//	   (-fanout-small, -fanout-large children), on a fresh store per size
+//	   and one runtime (Features.Children, WriteBehind), N independent
+//	   Starts of a one-step flow then waits for all to complete, against
+//	   one parent that spawns N children of that flow and awaits them with
+//	   AwaitChildren; median of -fanout-reps repetitions. fan-out/starts at
+//	   the worse size is judged against 1.5; large/small per child
+//	   (linearity) is reported beside it. On PostgreSQL too, each size in a
+//	   schema of the run
 //
 // Every throughput workload, and every run of workload e, runs on its own
 // fresh SQLite file with the plugin's defaults (event store behind a
@@ -66,10 +77,10 @@
 // per commit on each of 32 connections at once. c is judged against the
 // 100-row rate and also reported beside the 32-connection one, with no
 // target. Every schema the run created is dropped at its end, also on
-// failure. Workload f runs there too when named. Workloads d and e are SQLite-only (they reopen a database file
+// failure. Workloads f and g run there too when named. Workloads d and e are SQLite-only (they reopen a database file
 // as a new process would) and are refused with -postgres, as are the
 // SQLite flags. -cpuprofile-dir writes one CPU profile per workload
-// (a.prof … f.prof); workload d labels its resumes (pprof -tagfocus
+// (a.prof … g.prof); workload d labels its resumes (pprof -tagfocus
 // phase=resume, and path=warm or path=cold).
 //
 // Fold throughput and the SQLite append paths have Go benchmarks in their
@@ -108,11 +119,12 @@ func main() {
 }
 
 // allWorkloads lists the workloads in the order they run.
-var allWorkloads = []string{"a", "b", "c", "d", "e", "f"}
+var allWorkloads = []string{"a", "b", "c", "d", "e", "f", "g"}
 
 // optInWorkloads run only when -workloads names them: f builds a million
-// executions and takes minutes.
-var optInWorkloads = []string{"f"}
+// executions and takes minutes; g is the child-flow fan-out, measured apart
+// from the default set.
+var optInWorkloads = []string{"f", "g"}
 
 // postgresWorkloads are those that run on PostgreSQL, the default set with
 // -postgres.
@@ -134,6 +146,9 @@ type flags struct {
 	postgres    string // DSN; empty for SQLite
 	scaleSmall  int
 	scaleLarge  int
+	fanSmall    int
+	fanLarge    int
+	fanReps     int
 }
 
 // parseFlags reads args; every value is checked against its limit.
@@ -158,7 +173,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.scaleSmall, "scale-small", defaultScaleSmall, "workload f: parked executions of the small population")
 	fs.IntVar(&f.scaleLarge, "scale-large", defaultScaleLarge, "workload f: parked executions of the large population "+
 		"(default "+strconv.Itoa(pgScaleLarge)+" with -postgres)")
-	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … f.prof) into this directory")
+	fs.IntVar(&f.fanSmall, "fanout-small", 100, "workload g: children of the small fan-out")
+	fs.IntVar(&f.fanLarge, "fanout-large", 1000, "workload g: children of the large fan-out")
+	fs.IntVar(&f.fanReps, "fanout-reps", 3, "workload g: measured repetitions of each size (the median is reported)")
+	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … g.prof) into this directory")
 	fs.StringVar(&f.postgres, "postgres", "", "run workloads a, b, c on PostgreSQL at this DSN, in fresh schemas dropped at the end "+
 		"(default: SQLite)")
 	if err := fs.Parse(args); err != nil {
@@ -221,6 +239,11 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	case f.scaleSmall < minScaleExecutions || f.scaleLarge <= f.scaleSmall || f.scaleLarge > maxScaleExecutions:
 		return flags{}, fmt.Errorf("-scale-small %d, -scale-large %d: want %d <= small < large <= %d",
 			f.scaleSmall, f.scaleLarge, minScaleExecutions, maxScaleExecutions)
+	case f.fanSmall < 1 || f.fanLarge <= f.fanSmall || f.fanLarge > maxFanOutChildren:
+		return flags{}, fmt.Errorf("-fanout-small %d, -fanout-large %d: want 1 <= small < large <= %d",
+			f.fanSmall, f.fanLarge, maxFanOutChildren)
+	case f.fanReps < 1 || f.fanReps > maxFanOutRepetitions:
+		return flags{}, fmt.Errorf("-fanout-reps %d: want 1..%d", f.fanReps, maxFanOutRepetitions)
 	}
 	return f, nil
 }
@@ -274,6 +297,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if slices.Contains(f.workloads, "f") {
 		err := profiled(f.profileDir, "f", func() (err error) {
 			rep.Workloads.F, err = measureScale(ctx, scaleStorageFor(dir, f.sync, pg), f.scaleSmall, f.scaleLarge, progress)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if slices.Contains(f.workloads, "g") {
+		err := profiled(f.profileDir, "g", func() (err error) {
+			rep.Workloads.G, err = measureFanOut(ctx, open, f.fanSmall, f.fanLarge, f.fanReps, progress)
 			return err
 		})
 		if err != nil {

@@ -84,6 +84,7 @@ type WorkloadReports struct {
 	D *ResumeReport     `json:"d,omitempty"`
 	E *AgentReport      `json:"e,omitempty"`
 	F *ScaleReport      `json:"f,omitempty"`
+	G *FanOutReport     `json:"g,omitempty"`
 }
 
 // Comparison directions of a target.
