@@ -101,21 +101,9 @@ func TestInspectorInBrowser(t *testing.T) {
 	last := len(log) - 1
 
 	srv := startLoom(t, bin, "inspect", "--store", path)
-	line := srv.waitLine(t, "Inspecting ", 30*time.Second)
-	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+/) \(read-only`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("no loopback URL in %q", line)
-	}
-	url := m[1]
+	url := inspectorURL(t, srv)
 
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(tctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := runIn(t, ctx)
 	run("open the page", chromedp.Navigate(url), chromedp.WaitVisible(`#executions li[data-id="order-1"]`))
 	if refs := text(t, ctx, "#refs"); !strings.Contains(refs, "main → order-1") || !strings.Contains(refs, "what-if → order-1-what-if") {
 		t.Fatalf("branch refs: %q", refs)
@@ -255,21 +243,9 @@ func TestInspectorLivePanes(t *testing.T) {
 	bulk := readLog(t, path, "bulk-00")
 
 	srv := startLoom(t, bin, "inspect", "--store", path)
-	line := srv.waitLine(t, "Inspecting ", 30*time.Second)
-	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+/) \(read-only`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("no loopback URL in %q", line)
-	}
-	url := m[1]
+	url := inspectorURL(t, srv)
 
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(tctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := runIn(t, ctx)
 	run("open the page", chromedp.Navigate(url), chromedp.WaitVisible(`#executions li[data-id="order-1"]`))
 	waitJS(t, ctx, "the live list", `document.querySelector('#executions').dataset.live === 'on'`, 20*time.Second)
 	// A mark only this load of the page holds: a reload would drop it.
@@ -406,14 +382,7 @@ func TestInspectorNotLive(t *testing.T) {
 	defer srv.Close()
 	defer in.Close() // first: the server's Close waits for the list's stream
 
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(tctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := runIn(t, ctx)
 	run("open the page", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(`#executions li[data-id="solo"]`),
 		chromedp.Evaluate[chromedp.Void](`window.pageErrors = []; window.addEventListener('error', (e) => pageErrors.push(String(e.message)));`+
 			` window.addEventListener('unhandledrejection', (e) => pageErrors.push(String(e.reason)));`))
@@ -477,4 +446,28 @@ func updateDocsScreenshot(t *testing.T, png []byte) {
 		}
 		t.Logf("updated %s", docs)
 	}
+}
+
+// runIn returns a runner of chromedp actions in the browser ctx, each call
+// bounded by 30 s and failing the test with what it was doing.
+func runIn(t *testing.T, ctx context.Context) func(what string, actions ...chromedp.Action[chromedp.Void]) {
+	return func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(tctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// inspectorURL reads the loopback URL loom inspect prints once it serves.
+func inspectorURL(t *testing.T, srv *background) string {
+	t.Helper()
+	line := srv.waitLine(t, "Inspecting ", 30*time.Second)
+	m := regexp.MustCompile(`at (http://127\.0\.0\.1:\d+/) \(read-only`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no loopback URL in %q", line)
+	}
+	return m[1]
 }
