@@ -68,6 +68,12 @@ const (
 	// CloseAbandon lets the child run to its end on its own; its result
 	// reaches nobody.
 	CloseAbandon ClosePolicy = "abandon"
+	// CloseWait keeps the parent from ending before the child: a flow that
+	// returns (completes or fails) without having awaited the child waits
+	// for it first, then records its own result (the child's outcome does
+	// not change it). A parent cancelled from outside ends at once and
+	// leaves the child running to its end.
+	CloseWait ClosePolicy = "wait"
 )
 
 // ChildOption configures SpawnChild.
@@ -209,9 +215,9 @@ func SpawnChild(c *Context, flowID, name string, input any, opts ...ChildOption)
 	switch child.OnParentClose {
 	case "", CloseCancel:
 		child.OnParentClose = ""
-	case CloseAbandon:
+	case CloseAbandon, CloseWait:
 	default:
-		return Child{}, fmt.Errorf("loom: child %q: unknown close policy %q: use loom.CloseCancel or loom.CloseAbandon", name, child.OnParentClose)
+		return Child{}, fmt.Errorf("loom: child %q: unknown close policy %q: use loom.CloseCancel, loom.CloseAbandon or loom.CloseWait", name, child.OnParentClose)
 	}
 	if !spawnRecorded(c, child) {
 		if err := rt.childIDFree(c.Context(), parentID, child); err != nil {
@@ -380,6 +386,7 @@ func AwaitChild(c *Context, child Child) (ChildResult, error) {
 	if !spawnRecorded(c, child) {
 		return ChildResult{}, &UnknownChildError{ChildID: child.ID, Name: child.Name}
 	}
+	c.drive.markAwaited(child.ID)
 	raw, err := awaitAnswer(c, child)
 	if err != nil {
 		return ChildResult{}, err
@@ -716,7 +723,7 @@ func (rt *Runtime) ended(ctx context.Context, id string, st fold.State) {
 func (rt *Runtime) closeChildren(ctx context.Context, parentID string, st fold.State) {
 	ended := receivedChildren(st)
 	for _, ch := range spawned(st) {
-		if ch.OnParentClose == CloseAbandon || ended[ch.ID] {
+		if ch.OnParentClose == CloseAbandon || ch.OnParentClose == CloseWait || ended[ch.ID] {
 			continue
 		}
 		err := rt.Cancel(ctx, ch.ID, "its parent "+parentID+" ended ("+string(st.Status)+")")
@@ -763,7 +770,7 @@ func spawned(st fold.State) []Child {
 // interrupted).
 func (rt *Runtime) orphaned(ctx context.Context, st fold.State) bool {
 	var p parentLink
-	if st.Variables.Parent == nil || unmarshalRecorded(st.Variables.Parent, &p) != nil || p.ExecutionID == "" || p.OnParentClose == CloseAbandon {
+	if st.Variables.Parent == nil || unmarshalRecorded(st.Variables.Parent, &p) != nil || p.ExecutionID == "" || p.OnParentClose == CloseAbandon || p.OnParentClose == CloseWait {
 		return false
 	}
 	l, err := rt.load(ctx, p.ExecutionID)
@@ -794,4 +801,41 @@ func (rt *Runtime) wakeParent(ctx context.Context, st fold.State) {
 func childErrorPayload(cf *ChildFailedError, message string) map[string]any {
 	return map[string]any{"message": message, "name": childFailedName, "childId": cf.ChildID,
 		"status": cf.Status, "child": orNull(cf.Err)}
+}
+
+// markAwaited notes that this drive's flow awaited childID (so its end
+// need not wait for it: awaitWaitChildren).
+func (r *drive) markAwaited(childID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.awaited == nil {
+		r.awaited = map[string]bool{}
+	}
+	r.awaited[childID] = true
+}
+
+// awaitWaitChildren awaits, once the flow has returned, each child of
+// policy CloseWait it spawned and did not await, in spawn-step order: the
+// same awaits on every replay, since a replay runs the same flow to the
+// same return. A child's failure is its own; any other error fails the
+// flow.
+func (r *drive) awaitWaitChildren(c *Context) error {
+	if !r.rt.cfg.Features.Children {
+		return nil
+	}
+	var kids []Child
+	c.state(func(s *fold.State) { kids = spawned(*s) })
+	for _, ch := range kids {
+		r.mu.Lock()
+		done := r.awaited[ch.ID]
+		r.mu.Unlock()
+		if ch.OnParentClose != CloseWait || done {
+			continue
+		}
+		var cf *ChildFailedError
+		if _, err := AwaitChild(c, ch); err != nil && !errors.As(err, &cf) {
+			return err
+		}
+	}
+	return nil
 }

@@ -555,3 +555,77 @@ func TestSpawnOntoATakenIDIsRefused(t *testing.T) {
 		t.Fatalf("the taken execution's log grew from %d to %d", before, after)
 	}
 }
+
+// TestCloseWaitKeepsTheParentUntilItsChildEnds: a parent that returns
+// without awaiting a child of policy wait does not end until the child
+// does, then records its own result — with sticky parks (the parked drive
+// answered in place) and without (the parent replayed from its log, which
+// waits the same way); a parent cancelled from outside ends at once and
+// leaves its wait child running.
+func TestCloseWaitKeepsTheParentUntilItsChildEnds(t *testing.T) {
+	for _, sticky := range []bool{true, false} {
+		t.Run(fmt.Sprint("sticky=", sticky), func(t *testing.T) { closeWaitCase(t, sticky) })
+	}
+}
+
+func closeWaitCase(t *testing.T, sticky bool) {
+	waiter := loom.NewFlow("waiter", func(c *loom.Context, _ struct{}) (string, error) {
+		if _, err := loom.SpawnChild(c, "held", "w", 0, loom.OnParentClose(loom.CloseWait)); err != nil {
+			return "", err
+		}
+		if _, err := loom.SpawnChild(c, "held", "x", 0, loom.OnParentClose(loom.CloseAbandon)); err != nil {
+			return "", err
+		}
+		return "returned", nil
+	})
+	h := newHarnessWith(t, withSticky(childrenOn, sticky), append(childFlows(), waiter)...)
+	if _, err := h.rt.Start(h.ctx(), "waiter", nil, loom.WithExecutionID("p")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.rt.WaitForSuspend(h.ctx(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if awaited, ok := loom.AwaitedChild(st); !ok || awaited != "p/w" {
+		t.Fatalf("the returned parent waits on %q (%v), want its wait child p/w", awaited, ok)
+	}
+	if _, err := h.rt.WaitForSuspend(h.ctx(), "p/w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.Resume(h.ctx(), "p/w", loom.ResumeEvent{EventType: "release", Payload: json.RawMessage(`7`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.rt.WaitForCompletion(h.ctx(), "p")
+	if err != nil || res.Status != fold.StatusCompleted || string(res.Output) != `"returned"` {
+		t.Fatalf("the parent after its wait child ended: %+v, %v", res, err)
+	}
+	if x, err := h.rt.LoadState(h.ctx(), "p/x"); err != nil || x.Status != fold.StatusSuspended {
+		t.Fatalf("the abandoned child: %v, %v; want it left parked", x.Status, err)
+	}
+
+	// A cancelled parent ends at once; its wait child runs on.
+	if _, err := h.rt.Start(h.ctx(), "waiter", nil, loom.WithExecutionID("q")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.WaitForSuspend(h.ctx(), "q"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.Cancel(h.ctx(), "q", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := h.rt.LoadState(h.ctx(), "q"); err != nil || q.Status != fold.StatusCancelled {
+		t.Fatalf("the cancelled parent: %v, %v", q.Status, err)
+	}
+	if _, err := h.rt.Recover(h.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := h.rt.WaitForSuspend(h.ctx(), "q/w"); err != nil || w.Status != fold.StatusSuspended {
+		t.Fatalf("the wait child of a cancelled parent: %v, %v; want it parked still, not cancelled", w.Status, err)
+	}
+	if err := h.rt.Resume(h.ctx(), "q/w", loom.ResumeEvent{EventType: "release", Payload: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.rt.WaitForCompletion(h.ctx(), "q/w"); err != nil || res.Status != fold.StatusCompleted {
+		t.Fatalf("the wait child after its parent's cancel: %+v, %v", res, err)
+	}
+}

@@ -50,6 +50,8 @@ type drive struct {
 	// patches holds the versions Version gave this drive without a
 	// recorded decision (an execution older than the patch).
 	patches map[string]int
+	// awaited holds the children this drive's flow awaited.
+	awaited map[string]bool
 }
 
 // issue is an id a drive issued.
@@ -196,6 +198,9 @@ func (r *drive) runBody(input json.RawMessage) outcome {
 		defer func() { panicked = recover() }()
 		c := &Context{drive: r, clocks: &branchCounters{}, scope: r.root}
 		out, err = r.flow.Body(c, input)
+		if werr := r.awaitWaitChildren(c); werr != nil && err == nil {
+			err = werr
+		}
 		returned = true
 	}()
 	<-done
