@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
-	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -39,7 +37,7 @@ import (
 //     answers what a crash left between the two. Any node does it: the
 //     answer is a transaction on the parent like a message delivery. When
 //     both find it ready, the parent's lease decides: a park answering
-//     itself takes the lease back first (answerOwnChildPark), and the
+//     itself takes the lease back first (answerOwnPark), and the
 //     other node's transaction needs it too, so only one answers.
 
 // gateChild is the gate a parent parks on while it awaits a child.
@@ -557,19 +555,18 @@ func (rt *Runtime) childResult(ctx context.Context, childID string) (ChildResult
 	}
 }
 
-// commitChildAnswer answers the child park of st through j when its child
-// has ended; it reports whether it did.
-func (rt *Runtime) commitChildAnswer(ctx context.Context, j *journal.Journal, st fold.State) (bool, error) {
+// childAnswer is the answer of the child park of st once its child has
+// ended (nil before).
+func (rt *Runtime) childAnswer(ctx context.Context, _ string, st fold.State) ([]pendingEvent, error) {
 	childID, ok := awaitsChild(st)
 	if !ok {
-		return false, nil
+		return nil, nil
 	}
 	res, ended, err := rt.childResult(ctx, childID)
 	if err != nil || !ended {
-		return false, err
+		return nil, err
 	}
-	wake := pendingEvent{typ: event.ExecutionResumed, payload: map[string]any{"eventType": gateChild, "payload": res}, meta: kernelStamp()}
-	return true, commitAll(j, []pendingEvent{wake})
+	return []pendingEvent{{typ: event.ExecutionResumed, payload: map[string]any{"eventType": gateChild, "payload": res}, meta: kernelStamp()}}, nil
 }
 
 // errNoChildAnswer: the execution awaits no child that has ended.
@@ -577,28 +574,11 @@ var errNoChildAnswer = errors.New("loom: no child answer to deliver")
 
 // deliverChild answers id's child park if its child has ended: through a
 // sticky park's own journal, or in a transaction. A sticky park that can
-// no longer answer itself (childParkLost) is evicted: its drive unwinds,
+// no longer answer itself (parkLost) is evicted: its drive unwinds,
 // and its end delivers again through a transaction. Best effort: Recover
 // answers what this misses.
 func (rt *Runtime) deliverChild(ctx context.Context, id string) {
-	for sp := rt.takeSticky(id); sp != nil; sp = rt.takeSticky(id) {
-		switch a, err := sp.r.answerOwnChildPark(ctx, sp.r.j.State()); {
-		case err == nil && a == childParkAnswered:
-			sp.wake <- true
-		case err == nil && a == childParkWaits:
-			rt.reregisterSticky(sp)
-			// The awaited child may have ended while this looked: its own
-			// delivery then found the park taken, and a transaction on a
-			// parent whose drive is live is refused. Its end is durable
-			// before it delivers, so a look now the park is back sees it.
-			if !rt.awaitedChildEnded(ctx, sp.r.j.State()) {
-				return
-			}
-			continue
-		default:
-			sp.r.root.stop.Store(true) // as an eviction: stopped before it is woken
-			sp.wake <- false
-		}
+	if rt.deliverInPlace(ctx, id, rt.childAnswer) {
 		return
 	}
 	err := rt.transact(ctx, id, txSpec{
@@ -611,7 +591,7 @@ func (rt *Runtime) deliverChild(ctx context.Context, id string) {
 			return nil
 		},
 		commit: func(ctx context.Context, tx *txn) (bool, error) {
-			answered, err := rt.commitChildAnswer(ctx, tx.j, tx.state)
+			answered, err := rt.commitAnswer(ctx, tx.j, tx.state, rt.childAnswer)
 			if err == nil && !answered {
 				err = errNoChildAnswer
 			}
@@ -624,83 +604,6 @@ func (rt *Runtime) deliverChild(ctx context.Context, id string) {
 			rt.cfg.Logger.Warn("loom: child result not delivered now; Recover delivers it", "execution", id, "error", err)
 		}
 	}
-}
-
-// awaitedChildEnded reports whether st awaits a child that has ended.
-func (rt *Runtime) awaitedChildEnded(ctx context.Context, st fold.State) bool {
-	childID, ok := awaitsChild(st)
-	if !ok {
-		return false
-	}
-	_, ended, err := rt.childResult(ctx, childID)
-	return err == nil && ended
-}
-
-// childParkAnswer is what a drive's attempt to answer its own child park
-// came to.
-type childParkAnswer int
-
-const (
-	// childParkWaits: the child has not ended; the park goes on.
-	childParkWaits childParkAnswer = iota
-	// childParkAnswered: the answer is durable through the drive's journal.
-	childParkAnswered
-	// childParkLost: another node holds the execution's lease, or the log
-	// moved since the park; the park must unwind and leave the answer to
-	// a transaction, which reads the log as it is.
-	childParkLost
-)
-
-// answerOwnChildPark answers the drive's child park (st, the state it
-// parked in) through its own journal when the child has ended. It takes
-// the execution's lease first, as a resume in place does: the park gave
-// it up, and a node that sees the child's end takes the parent over in a
-// transaction, fencing this journal. Whoever holds the lease answers: held
-// here, that node's take-over is refused; held there, this drive leaves
-// the answer to it. A log that moved since the park (that node answered,
-// drove the parent and parked it again) makes the park stale. It never
-// unwinds the calling goroutine.
-func (r *drive) answerOwnChildPark(ctx context.Context, st fold.State) (childParkAnswer, error) {
-	childID, ok := awaitsChild(st)
-	if !ok {
-		return childParkWaits, nil
-	}
-	res, ended, err := r.rt.childResult(ctx, childID)
-	if err != nil || !ended {
-		return childParkWaits, err
-	}
-	if err := r.rt.acquireLease(ctx, r.x.id); err != nil {
-		return childParkLost, nil
-	}
-	tail, err := r.rt.cfg.Events.ReadFrom(ctx, r.x.id, st.Sequence+1)
-	if err != nil || len(tail) > 0 {
-		r.rt.releaseLease(r.x.id)
-		return childParkLost, err
-	}
-	wake := pendingEvent{typ: event.ExecutionResumed, payload: map[string]any{"eventType": gateChild, "payload": res}, meta: kernelStamp()}
-	if err := commitAll(r.j, []pendingEvent{wake}); err != nil {
-		return childParkLost, err
-	}
-	if err := r.j.Barrier(context.WithoutCancel(ctx)); err != nil {
-		return childParkLost, err
-	}
-	return childParkAnswered, nil
-}
-
-// deliverChildPending answers the run's own child park through its
-// journal, from the parking goroutine; it reports whether it did. A park
-// that lost the execution to another node unwinds, and its drive's end
-// delivers through a transaction.
-func (r *drive) deliverChildPending(st fold.State) bool {
-	a, err := r.answerOwnChildPark(r.ctx, st)
-	if err != nil {
-		r.abort(err)
-	}
-	if a == childParkLost {
-		r.root.stop.Store(true)
-		runtime.Goexit()
-	}
-	return a == childParkAnswered
 }
 
 // ended is what the supervisor does when an execution ends: wake its

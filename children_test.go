@@ -599,7 +599,7 @@ func closeWaitCase(t *testing.T, sticky bool) {
 	if err != nil || res.Status != fold.StatusCompleted || string(res.Output) != `"returned"` {
 		t.Fatalf("the parent after its wait child ended: %+v, %v", res, err)
 	}
-	if x, err := h.rt.LoadState(h.ctx(), "p/x"); err != nil || x.Status != fold.StatusSuspended {
+	if x, err := h.rt.WaitForSuspend(h.ctx(), "p/x"); err != nil || x.Status != fold.StatusSuspended {
 		t.Fatalf("the abandoned child: %v, %v; want it left parked", x.Status, err)
 	}
 

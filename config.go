@@ -158,6 +158,14 @@ type Recovery struct {
 	// it skips one whose log moved within the last LeaseTTL, since nothing
 	// else says whether another process still drives it.
 	Interval time.Duration
+	// ParkedEvery makes every ParkedEvery-th automatic pass (the first
+	// one included) also look at parked executions, when Features.Inbox or
+	// Features.Children is on: a message or a child's end whose wake-up a
+	// crashed process never delivered is answered then, without waiting
+	// for a restart or a Runtime.Recover. The other passes act on running
+	// executions only, so many parked executions cost them nothing
+	// (default 10; negative: the first pass only).
+	ParkedEvery int
 }
 
 // Features are the kernel.features flags (spec §2, ADRs 0109, 0110, 0112).
@@ -379,5 +387,8 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Recovery.Interval <= 0 {
 		c.Recovery.Interval = c.LeaseTTL
+	}
+	if c.Recovery.ParkedEvery == 0 {
+		c.Recovery.ParkedEvery = 10
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/internal/admission"
+	"github.com/loom-kernel/loom/internal/planted"
 	"github.com/loom-kernel/loom/middleware"
 )
 
@@ -66,7 +67,8 @@ func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 			return nil, &TypedFailure{Channel: fr.ErrorChannel, Payload: fr.ErrorPayload}
 		case fr.Status == fold.FrameInDoubt:
 			return r.serveInDoubt(c, t, in, fr, verdict)
-		case (fr.Status == fold.FrameRunning || fr.Status == fold.FrameRetrying) && t.NonIdempotent:
+		case (fr.Status == fold.FrameRunning || fr.Status == fold.FrameRetrying) && t.NonIdempotent &&
+			!planted.Active(planted.InDoubtRerun):
 			// Started (or retrying) durably, no outcome: a crash hid whether
 			// the attempt ran (K9).
 			r.observeStep(c, t.ID, true)

@@ -33,7 +33,6 @@ type Flow struct {
 	// with no fingerprint.
 	CompatibleFingerprints []string
 
-	resume map[string]*schema.Schema
 	// in and out are the Go types NewFlow was given (nil for a Flow built
 	// by hand): Start refuses an input that is not an In.
 	in, out reflect.Type
@@ -102,23 +101,25 @@ func (f *Flow) checkInput(in json.RawMessage) error {
 	return nil
 }
 
-// compile checks the flow's id and compiles its schemas, once, in New.
-func (f *Flow) compile() error {
+// compile checks the flow's id and compiles its resume schemas, in New.
+// It writes nothing into f: one *Flow may be given to runtimes built
+// concurrently, each compiling its own.
+func (f *Flow) compile() (map[string]*schema.Schema, error) {
 	if f == nil || f.Body == nil {
-		return fmt.Errorf("loom: flow without a body")
+		return nil, fmt.Errorf("loom: flow without a body")
 	}
 	if err := event.ValidateID("flow id", f.ID); err != nil {
-		return err
+		return nil, err
 	}
-	f.resume = map[string]*schema.Schema{}
+	resume := map[string]*schema.Schema{}
 	for gate, src := range f.ResumeSchemas { //loom:order-independent map into map
 		s, err := schema.Compile(src)
 		if err != nil {
-			return fmt.Errorf("loom: flow %q: resume schema for %q: %w", f.ID, gate, err)
+			return nil, fmt.Errorf("loom: flow %q: resume schema for %q: %w", f.ID, gate, err)
 		}
-		f.resume[gate] = s
+		resume[gate] = s
 	}
-	return nil
+	return resume, nil
 }
 
 // flowHash identifies the flow definition a start ran (K11).

@@ -56,7 +56,7 @@ func kernelNamespace(id string, ev ResumeEvent) error {
 // execution in st, under flow's resume schemas, and returns what it
 // answers. Nothing is appended by admit.
 func (rt *Runtime) admit(id string, st fold.State, flow *Flow, ev ResumeEvent) (admission.Admission, error) {
-	a, err := admission.Admit(st, flow.resume, admission.Event{Type: ev.EventType, Payload: ev.Payload}, rt.cfg.Clock.Now().UnixMilli())
+	a, err := admission.Admit(st, rt.schemas[flow.ID], admission.Event{Type: ev.EventType, Payload: ev.Payload}, rt.cfg.Clock.Now().UnixMilli())
 	return a, refusalError(id, err)
 }
 
@@ -105,14 +105,16 @@ func commitAdmitted(j *journal.Journal, a admission.Admission, principal json.Ra
 	return commitAll(j, evs)
 }
 
-// commitAll commits events in order through j.
+// commitAll commits events through j as one unit: the log holds all of
+// them or none, so an answer is never durable without the resume it wakes
+// (a timer's TIMER_FIRED alone would have the timer fire again).
 func commitAll(j *journal.Journal, evs []pendingEvent) error {
-	for _, e := range evs {
-		if _, err := j.Commit(e.typ, e.payload, e.meta); err != nil {
-			return err
-		}
+	group := make([]journal.Event, len(evs))
+	for i, e := range evs {
+		group[i] = journal.Event{Type: e.typ, Payload: e.payload, Meta: e.meta}
 	}
-	return nil
+	_, err := j.CommitAll(group)
+	return err
 }
 
 // kernelStamp is the metadata of a kernel-written Wave 2 fact.

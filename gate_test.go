@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store/memstore"
 )
 
 // Spec §5: every refusal of the ingress gate is a typed error and appends
@@ -274,5 +276,40 @@ func TestSpec5_ExecutionAuthorizerDeniesAndRecordsExecutionDenied(t *testing.T) 
 	}
 	if n := len(startDenied.log("x")); n != 0 {
 		t.Fatalf("a denied start wrote %d events", n)
+	}
+}
+
+// One *Flow given to runtimes built at once: each compiles its own resume
+// schemas and none writes into the Flow (run under -race), and each still
+// enforces them.
+func TestOneFlowSharedByRuntimesBuiltConcurrently(t *testing.T) {
+	flow := gatedFlow()
+	hs := make([]*harness, 4)
+	errs := make([]error, len(hs))
+	var wg sync.WaitGroup
+	for i := range hs {
+		h := &harness{t: t, events: memstore.NewEventStore(), snaps: memstore.NewSnapshotStore(), timers: memstore.NewTimerStore()}
+		hs[i] = h
+		wg.Go(func() {
+			h.rt, errs[i] = loom.New(loom.Config{Events: h.events, Snapshots: h.snaps, Timers: h.timers, TimerPoll: -1,
+				Flows: []*loom.Flow{flow}, Logger: slog.New(slog.DiscardHandler), Recovery: loom.Recovery{Disabled: true}})
+		})
+	}
+	wg.Wait()
+	for i, h := range hs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		t.Cleanup(func() { h.rt.Close() })
+	}
+	for _, h := range hs {
+		id := parked(t, h)
+		before := len(h.log(id))
+		err := h.rt.Resume(h.ctx(), id, loom.ResumeEvent{EventType: "approve", Payload: json.RawMessage(`{}`)})
+		var ve *loom.ResumePayloadValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("a payload the schema refuses: err = %v", err)
+		}
+		refused(t, h, id, before, err, "")
 	}
 }

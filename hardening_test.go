@@ -621,3 +621,46 @@ type authenticatorFunc func() error
 func (f authenticatorFunc) Authenticate(context.Context, string, loom.ResumeEvent) (json.RawMessage, error) {
 	return nil, f()
 }
+
+// A resume refused after a drive aborted (the execution is running in its
+// log, so a gate answer is refused) claims the execution for a moment; the
+// abort it leaves behind is still the answer a waiter gets, not a wait
+// that never ends.
+func TestARefusedResumeKeepsTheAbortAWaiterHears(t *testing.T) {
+	disk := &diskFull{EventStore: memstore.NewEventStore()}
+	release := make(chan struct{})
+	flow := loom.NewFlow("w", func(ctx *loom.Context, _ struct{}) (int, error) {
+		_, err := ctx.Run("step", func(context.Context) (any, error) { <-release; return 1, nil })
+		return 1, err
+	})
+	rt, err := loom.New(loom.Config{Events: disk, Flows: []*loom.Flow{flow}, Durability: loom.StepDurable,
+		Recovery: loom.Recovery{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx := testCtx(t)
+	id, err := rt.Start(ctx, "w", nil, loom.WithExecutionID("aborts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk.full.Store(true)
+	close(release)
+	var aborted *loom.DriveAbortedError
+	if _, err := rt.WaitForSettled(ctx, id); !errors.As(err, &aborted) {
+		t.Fatalf("wait = %v, want *DriveAbortedError", err)
+	}
+	disk.full.Store(false)
+	before, _ := store.Read(ctx, disk, id)
+	err = rt.Resume(ctx, id, loom.ResumeEvent{EventType: "approve"})
+	var refused *loom.ResumeRefusedError
+	if !errors.As(err, &refused) {
+		t.Fatalf("resume of a running execution = %v, want *ResumeRefusedError", err)
+	}
+	if after, _ := store.Read(ctx, disk, id); len(after) != len(before) {
+		t.Fatalf("the refused resume appended: %d -> %d events", len(before), len(after))
+	}
+	if _, err := rt.WaitForSettled(ctx, id); !errors.As(err, &aborted) {
+		t.Fatalf("wait after the refused resume = %v, want the *DriveAbortedError still", err)
+	}
+}

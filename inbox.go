@@ -11,7 +11,6 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
-	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -234,12 +233,7 @@ func (rt *Runtime) appendMessage(ctx context.Context, stream string, env event.E
 // execution finds its messages itself, and a park re-checks after it is
 // durable.
 func (rt *Runtime) deliver(ctx context.Context, id string) {
-	if sp := rt.takeSticky(id); sp != nil {
-		if sp.r.deliverPending(sp.r.j.State()) {
-			sp.wake <- true
-			return
-		}
-		rt.reregisterSticky(sp)
+	if rt.deliverInPlace(ctx, id, rt.messageAnswer) {
 		return
 	}
 	err := rt.transact(ctx, id, txSpec{
@@ -252,7 +246,7 @@ func (rt *Runtime) deliver(ctx context.Context, id string) {
 			return nil
 		},
 		commit: func(ctx context.Context, tx *txn) (delivered bool, err error) {
-			return rt.commitPending(ctx, tx.j, tx.state)
+			return rt.commitAnswer(ctx, tx.j, tx.state, rt.messageAnswer)
 		},
 		durable: func(ctx context.Context, tx *txn) {
 			if tx.j.State().Sequence > tx.state.Sequence { // delivered: the park's timer is moot
@@ -274,51 +268,35 @@ func awaitsMessage(st fold.State) bool {
 	return st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil && st.Variables.SuspendedOn.On == gateSelect
 }
 
-// deliverPending consumes, through the run's own journal, a message that
-// answers one of its park's waits; it reports whether it did.
-func (r *drive) deliverPending(st fold.State) bool {
-	delivered, err := r.rt.commitPending(r.ctx, r.j, st)
-	if err != nil {
-		r.abort(err)
-	}
-	if delivered {
-		r.barrier()
-		r.rt.afterAnswer(r.ctx, r.x.id, st, ResumeEvent{EventType: messageType})
-	}
-	return delivered
-}
-
-// commitPending records MESSAGE_CONSUMED and the wait-addressed resume for
-// the first message wait of the park whose message has arrived.
-func (rt *Runtime) commitPending(ctx context.Context, j *journal.Journal, st fold.State) (bool, error) {
+// messageAnswer is the answer of st's select park once a message it waits
+// for has arrived (nil before): MESSAGE_CONSUMED and the wait-addressed
+// resume of its first message wait, or the resume alone when the message
+// was consumed and its wake-up lost (a crash or a fork between the two).
+func (rt *Runtime) messageAnswer(ctx context.Context, id string, st fold.State) ([]pendingEvent, error) {
 	if !awaitsMessage(st) {
-		return false, nil
+		return nil, nil
 	}
 	waits := parkWaits(st)
 	for _, w := range waits {
-		// A message consumed but its wake-up lost (a crash between the two,
-		// a fork between them): only the resume is missing.
 		if answered(st, w.WaitID) {
-			wake := pendingEvent{typ: event.ExecutionResumed, payload: map[string]any{"eventType": messageType, "waitId": w.WaitID}, meta: kernelStamp()}
-			return true, commitAll(j, []pendingEvent{wake})
+			return []pendingEvent{{typ: event.ExecutionResumed, payload: map[string]any{"eventType": messageType, "waitId": w.WaitID}, meta: kernelStamp()}}, nil
 		}
 	}
 	for _, w := range waits {
 		if w.Kind != waitMessage {
 			continue
 		}
-		m, ok, err := rt.nextMessage(ctx, j.ExecutionID(), st, w.Topic)
+		m, ok, err := rt.nextMessage(ctx, id, st, w.Topic)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if !ok {
 			continue
 		}
-		evs := []pendingEvent{
+		return []pendingEvent{
 			{typ: event.MessageConsumed, payload: consumedPayload(w, m), meta: kernelStamp()},
 			{typ: event.ExecutionResumed, payload: map[string]any{"eventType": messageType, "waitId": w.WaitID}, meta: kernelStamp()},
-		}
-		return true, commitAll(j, evs)
+		}, nil
 	}
-	return false, nil
+	return nil, nil
 }

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/store"
 	"github.com/loom-kernel/loom/store/memstore"
 )
 
@@ -279,4 +282,81 @@ func TestRecoveryLoadsParkedExecutionsOnlyWhenAMessageCouldAwaitThem(t *testing.
 			t.Fatalf("%s %v", res.Output, err)
 		}
 	})
+}
+
+// logRefuser refuses every append to one execution's log (its inbox
+// streams are other ids): a sender whose delivery failed after the message
+// was durable, as a process crashing between the two leaves it.
+type logRefuser struct {
+	*memstore.EventStore
+	id string
+}
+
+var errDeliveryLost = errors.New("the sender's process died")
+
+func (l logRefuser) Append(ctx context.Context, id string, expected int64, evs []event.Envelope) error {
+	if id == l.id {
+		return errDeliveryLost
+	}
+	return l.EventStore.Append(ctx, id, expected, evs)
+}
+
+func (l logRefuser) AppendFenced(ctx context.Context, id string, token, expected int64, evs []event.Envelope) error {
+	if id == l.id {
+		return errDeliveryLost
+	}
+	return l.EventStore.AppendFenced(ctx, id, token, expected, evs)
+}
+
+// passCounter counts the listings of unfinished executions a recovery
+// pass begins with.
+type passCounter struct {
+	*memstore.EventStore
+	passes atomic.Int64
+}
+
+func (p *passCounter) ListUnfinished(ctx context.Context, after string, limit int) (store.UnfinishedPage, error) {
+	page, err := p.EventStore.ListUnfinished(ctx, after, limit)
+	p.passes.Add(1)
+	return page, err
+}
+
+// A message that is durable but whose delivery was lost reaches a parked
+// receiver through the periodic recovery of a process that never
+// restarts: every Recovery.ParkedEvery-th pass looks at parked executions,
+// not the first one alone.
+func TestPeriodicRecoveryDeliversAMessageWhoseWakeUpWasLost(t *testing.T) {
+	ctx := testCtx(t)
+	mem := &passCounter{EventStore: memstore.NewEventStore()}
+	rt, err := loom.New(loom.Config{Events: mem, Flows: []*loom.Flow{collector(1)}, Features: loom.Features{Inbox: true},
+		StickyParks: -1, Recovery: loom.Recovery{Interval: time.Millisecond, ParkedEvery: 3}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	id, err := rt.Start(ctx, "collect", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.WaitForSuspend(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// The first pass, which looks at parked executions anyway, is over
+	// once the second one lists.
+	for mem.passes.Load() < 2 {
+		runtime.Gosched()
+	}
+	sender, err := loom.New(loom.Config{Events: logRefuser{mem.EventStore, id}, Flows: []*loom.Flow{collector(1)},
+		Features: loom.Features{Inbox: true}, Recovery: loom.Recovery{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	if err := sender.Send(ctx, id, "orders", 5); err != nil {
+		t.Fatal(err) // the message is durable; its delivery is best effort
+	}
+	res, err := rt.WaitForCompletion(ctx, id)
+	if err != nil || string(res.Output) != "[5]" {
+		t.Fatalf("%s %v", res.Output, err)
+	}
 }

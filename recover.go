@@ -43,18 +43,23 @@ func (rt *Runtime) recoverPeriodically() {
 // recoverPass is one recovery pass: over the store's index of unfinished
 // executions when it keeps one (O(unfinished), not O(all)), else over
 // every execution. Through the index, parked executions are looked at only
-// when Features.Inbox is on, and then only by Recover and the first
-// automatic pass (a message may have arrived for a select park while no
-// process listened; without the inbox no park awaits one, and a gate
-// park has nothing recovery could do); the periodic passes act on running
-// and continued entries, so many parked executions cost them no load. An automatic pass without leases also waits out an execution's
-// recent activity, since nothing else says whether another process still
-// drives it.
+// when Features.Inbox or Features.Children is on (a message or a child's
+// end may have come while no process listened; otherwise a park has
+// nothing recovery could do), and then by Recover and every
+// Recovery.ParkedEvery-th automatic pass, the first one included; the
+// other passes act on running and continued entries, so many parked
+// executions cost them no load. An automatic pass without leases also
+// waits out an execution's recent activity, since nothing else says
+// whether another process still drives it.
 func (rt *Runtime) recoverPass(ctx context.Context, automatic bool) (int, error) {
-	rt.mu.Lock()
-	parked := (rt.cfg.Features.Inbox || rt.cfg.Features.Children) && (!automatic || !rt.recoveredOnce)
-	rt.recoveredOnce = true
-	rt.mu.Unlock()
+	parked := rt.cfg.Features.Inbox || rt.cfg.Features.Children
+	if automatic {
+		rt.mu.Lock()
+		every := rt.cfg.Recovery.ParkedEvery
+		parked = parked && (rt.automaticPasses == 0 || every > 0 && rt.automaticPasses%every == 0)
+		rt.automaticPasses++
+		rt.mu.Unlock()
+	}
 	list := func(after string) ([]candidate, string, error) {
 		page, err := rt.cfg.Events.ListExecutions(ctx, after, 256)
 		out := make([]candidate, len(page.Executions))

@@ -77,7 +77,7 @@ func (rt *Runtime) ResumeAs(ctx context.Context, id string, ev ResumeEvent, opts
 				}
 			}
 			ae := admission.Event{Type: ev.EventType, Payload: ev.Payload}
-			if a, err = admission.AdmitResumeAs(tx.state, target.resume, ae, rt.cfg.Clock.Now().UnixMilli()); err != nil {
+			if a, err = admission.AdmitResumeAs(tx.state, rt.schemas[target.ID], ae, rt.cfg.Clock.Now().UnixMilli()); err != nil {
 				return refusalError(id, err)
 			}
 			if migration, err = rt.migration(tx.state, tx.x.flow, target, o); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/internal/divergence"
 	"github.com/loom-kernel/loom/internal/journal"
+	"github.com/loom-kernel/loom/internal/schema"
 	"github.com/loom-kernel/loom/snapshot"
 	"github.com/loom-kernel/loom/store"
 )
@@ -23,11 +24,13 @@ import (
 // safe for concurrent use. Executions outlive the calls that start them:
 // Start returns once EXECUTION_STARTED is durable and the flow runs on.
 type Runtime struct {
-	cfg    Config
-	flows  map[string]*Flow
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg   Config
+	flows map[string]*Flow
+	// schemas are the compiled resume schemas of each flow, by flow id.
+	schemas map[string]map[string]*schema.Schema
+	ctx     context.Context // cancelled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu          sync.Mutex
 	closed      bool
@@ -41,8 +44,8 @@ type Runtime struct {
 	// after the drive is gone still hears it. A new claim of the id forgets.
 	aborted      map[string]error
 	abortedOrder []string
-	// recoveredOnce says the first automatic recovery pass ran.
-	recoveredOnce bool
+	// automaticPasses counts the automatic recovery passes begun.
+	automaticPasses int
 
 	timerHandlers map[string]TimerHandler
 	streams       streamLengths          // inbox stream lengths this process knows
@@ -77,15 +80,16 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	cfg.applyDefaults()
-	rt := &Runtime{cfg: cfg, flows: map[string]*Flow{}, live: map[string]*execution{}}
+	rt := &Runtime{cfg: cfg, flows: map[string]*Flow{}, schemas: map[string]map[string]*schema.Schema{}, live: map[string]*execution{}}
 	for _, f := range cfg.Flows {
-		if err := f.compile(); err != nil {
+		resume, err := f.compile()
+		if err != nil {
 			return nil, err
 		}
 		if _, dup := rt.flows[f.ID]; dup {
 			return nil, fmt.Errorf("loom: flow %q registered twice", f.ID)
 		}
-		rt.flows[f.ID] = f
+		rt.flows[f.ID], rt.schemas[f.ID] = f, resume
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	if cfg.OnDurableEvent != nil {
@@ -147,7 +151,6 @@ func (rt *Runtime) claim(id string, flow *Flow) (*execution, error) {
 	}
 	x := &execution{id: id, flow: flow, done: make(chan struct{})}
 	rt.live[id] = x
-	delete(rt.aborted, id)
 	return x, nil
 }
 
@@ -173,7 +176,8 @@ func (rt *Runtime) rememberAbortLocked(x *execution) {
 }
 
 // abortOf is why this process's last drive of id stopped without an
-// outcome, if it did and nothing claimed id since.
+// outcome, if it did and no drive of id started since (a claim that
+// launched nothing, a refused resume, leaves it).
 func (rt *Runtime) abortOf(id string) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -365,6 +369,7 @@ func (rt *Runtime) launch(opCtx context.Context, x *execution, j *journal.Journa
 		return
 	}
 	x.drive = r
+	delete(rt.aborted, x.id) // a new drive: the last one's abort is history
 	rt.changedLocked()
 	rt.wg.Add(1)
 	rt.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"runtime"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/journal"
 )
 
 // Sticky parks. A flow that parks at a gate from its root goroutine (no
@@ -125,24 +127,24 @@ func (r *drive) parkSticky(p suspendPayload) {
 	// found nobody parked: deliver it now. Only a select park waits on the
 	// inbox; any other stays registered, so a Resume that saw the durable
 	// park always finds it (taken out, it was refused as running).
-	if p.On == gateSelect && r.rt.takeStickyIf(sp) {
-		if r.deliverPending(st) {
-			r.unpark()
-			return
-		}
-		r.rt.reregisterSticky(sp)
+	// A child that ended before this park is answered now, the same way.
+	// A Send or a child's end while this look holds the park out of the
+	// registry finds nothing to wake, so after putting the park back it
+	// looks once more: whichever side comes second sees the other.
+	var look answerLook
+	switch p.On {
+	case gateSelect:
+		look = r.rt.messageAnswer
+	case gateChild:
+		look = r.rt.childAnswer
 	}
-	// A child that ended before this park is answered now. A child ending
-	// while this check holds the park out of the registry finds nothing to
-	// wake, so after putting the park back look at the child once more:
-	// whichever side comes second sees the other.
-	for p.On == gateChild && r.rt.takeStickyIf(sp) {
-		if r.deliverChildPending(st) {
+	for look != nil && r.rt.takeStickyIf(sp) {
+		if r.answerOwnParkHere(st, look) {
 			r.unpark()
 			return
 		}
 		r.rt.reregisterSticky(sp)
-		if _, ended, err := r.rt.childResult(r.ctx, p.CorrelationKey); err != nil || !ended {
+		if evs, err := look(r.ctx, r.x.id, st); err != nil || evs == nil {
 			break
 		}
 	}
@@ -287,4 +289,113 @@ func (rt *Runtime) awaitStickyPark(ctx context.Context, id string) bool {
 		return false
 	}
 	return true
+}
+
+// answerLook finds the events that answer the park of st (an arrived
+// message, an ended child); nil while nothing does.
+type answerLook func(ctx context.Context, id string, st fold.State) ([]pendingEvent, error)
+
+// commitAnswer commits through j what look finds for st; it reports
+// whether it found anything.
+func (rt *Runtime) commitAnswer(ctx context.Context, j *journal.Journal, st fold.State, look answerLook) (bool, error) {
+	evs, err := look(ctx, j.ExecutionID(), st)
+	if err != nil || evs == nil {
+		return false, err
+	}
+	return true, commitAll(j, evs)
+}
+
+// parkAnswer is what a drive's attempt to answer its own park came to.
+type parkAnswer int
+
+const (
+	// parkPending: nothing answers the park yet; it goes on.
+	parkPending parkAnswer = iota
+	// parkAnswered: the answer is durable through the drive's journal.
+	parkAnswered
+	// parkLost: another node holds the execution's lease, the log moved
+	// since the park, or the journal failed; the park must unwind and leave
+	// the answer to a transaction, which reads the log as it is.
+	parkLost
+)
+
+// answerOwnPark answers the drive's sticky park (st, the state it parked
+// in) through its own journal with what look finds. It takes the
+// execution's lease first, as a resume in place does: the park gave it
+// up, and a node that sees the answer takes the execution over in a
+// transaction, fencing this journal. Whoever holds the lease answers: held
+// here, that node's take-over is refused; held there, this drive leaves
+// the answer to it. A log that moved since the park (that node answered,
+// drove it and parked it again) makes the park stale. It never unwinds
+// the calling goroutine, which may be a sender's or a child's, so the
+// caller decides what a lost park does.
+func (r *drive) answerOwnPark(ctx context.Context, st fold.State, look answerLook) (parkAnswer, error) {
+	evs, err := look(ctx, r.x.id, st)
+	if err != nil || evs == nil {
+		return parkPending, err
+	}
+	if err := r.rt.acquireLease(ctx, r.x.id); err != nil {
+		return parkLost, nil
+	}
+	tail, err := r.rt.cfg.Events.ReadFrom(ctx, r.x.id, st.Sequence+1)
+	if err != nil || len(tail) > 0 {
+		r.rt.releaseLease(r.x.id)
+		return parkLost, err
+	}
+	if err := commitAll(r.j, evs); err != nil {
+		return parkLost, err
+	}
+	if err := r.j.Barrier(context.WithoutCancel(ctx)); err != nil {
+		return parkLost, err
+	}
+	r.rt.afterAnswer(ctx, r.x.id, st, ResumeEvent{EventType: evs[len(evs)-1].typ})
+	return parkAnswered, nil
+}
+
+// answerOwnParkHere is answerOwnPark from the parking goroutine itself,
+// which reports whether it answered: a failure aborts the drive, and a
+// lost park unwinds it, its drive's end delivering in a transaction.
+func (r *drive) answerOwnParkHere(st fold.State, look answerLook) bool {
+	a, err := r.answerOwnPark(r.ctx, st, look)
+	if err != nil {
+		r.abort(err)
+	}
+	if a == parkLost {
+		r.root.stop.Store(true)
+		runtime.Goexit()
+	}
+	return a == parkAnswered
+}
+
+// deliverInPlace answers id's sticky park with what look finds when this
+// process holds one; it reports whether it dealt with the delivery. A park
+// nothing answers yet is put back and looked at once more, since an
+// answer arriving while it was out of the registry found nobody to wake.
+// A park that can no longer answer itself (parkLost, or a journal
+// failure) is evicted: its drive unwinds, ending as its log has it, and
+// the caller delivers in a transaction. Unlike a park's own look, it never
+// unwinds the calling goroutine.
+func (rt *Runtime) deliverInPlace(ctx context.Context, id string, look answerLook) bool {
+	for sp := rt.takeSticky(id); sp != nil; sp = rt.takeSticky(id) {
+		switch a, err := sp.r.answerOwnPark(ctx, sp.r.j.State(), look); {
+		case err == nil && a == parkAnswered:
+			sp.wake <- true
+			return true
+		case err == nil && a == parkPending:
+			rt.reregisterSticky(sp)
+			if evs, err := look(ctx, id, sp.r.j.State()); err != nil || evs == nil {
+				return true
+			}
+			continue
+		}
+		sp.r.root.stop.Store(true) // as an eviction: stopped before it is woken
+		sp.wake <- false
+		select {
+		case <-sp.r.x.done:
+			return false
+		case <-ctx.Done():
+			return true
+		}
+	}
+	return false
 }

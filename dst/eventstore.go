@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/internal/journal"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -66,7 +67,7 @@ func stamp(evs []event.Envelope) []event.Envelope {
 }
 
 // write appends evs of exec through put, injecting the append faults.
-func (v *eventView) write(exec string, evs []event.Envelope, put func([]event.Envelope) error) error {
+func (v *eventView) write(ctx context.Context, exec string, evs []event.Envelope, put func([]event.Envelope) error) error {
 	op := v.r.plan.current()
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -84,6 +85,13 @@ func (v *eventView) write(exec string, evs []event.Envelope, put func([]event.En
 			cut, hit = i, FaultReject
 			break
 		}
+	}
+	// A fault at an event writes the events before it, as if the journal
+	// had batched them apart, so what a fault leaves does not depend on
+	// batching; but never part of a unit the journal commits whole (an
+	// answer and its resume), which no batching splits.
+	for cut > 0 && cut < len(batch) && journal.Joins(ctx, cut) {
+		cut--
 	}
 	var err error
 	if cut > 0 {
@@ -127,14 +135,14 @@ func (v *eventView) notify(op int, exec string, evs []event.Envelope) {
 
 // Append implements store.EventStore with the append faults.
 func (v *eventView) Append(ctx context.Context, executionID string, expected int64, events []event.Envelope) error {
-	return v.write(executionID, events, func(b []event.Envelope) error {
+	return v.write(ctx, executionID, events, func(b []event.Envelope) error {
 		return v.inner.Append(ctx, executionID, expected, b)
 	})
 }
 
 // AppendFenced implements store.Fencer with the append faults.
 func (v *eventView) AppendFenced(ctx context.Context, executionID string, token, expected int64, events []event.Envelope) error {
-	return v.write(executionID, events, func(b []event.Envelope) error {
+	return v.write(ctx, executionID, events, func(b []event.Envelope) error {
 		return v.inner.AppendFenced(ctx, executionID, token, expected, b)
 	})
 }

@@ -25,7 +25,8 @@ type Shrunk struct {
 // to single operations (delta debugging), and again until nothing more
 // can go or budget replays are spent (DefaultShrinkBudget when budget is
 // 0). Each candidate is a Replay, so a dropped operation's dependants are
-// skipped, and only the faults that still fire are kept. A passing res is
+// skipped, and only the faults that still fire are kept; a candidate
+// passes once it passed Simulation.Attempts replays. A passing res is
 // returned as it is.
 func (s *Simulation) Shrink(res *Result, budget int) Shrunk {
 	if !res.Failed() {
@@ -40,12 +41,14 @@ func (s *Simulation) shrink(res *Result, invariant string, known []KnownIssue, b
 		budget = DefaultShrinkBudget
 	}
 	out := Shrunk{Result: res, Invariant: invariant}
-	fails := func(sch Schedule) (*Result, bool) {
-		out.Replays++
-		rr := s.Replay(sch)
-		for _, v := range rr.Violations {
-			if v.Invariant == invariant && !isKnown(v, known) {
-				return rr, true
+	fails := func(sch Schedule) (rr *Result, ok bool) {
+		for range max(s.Attempts, 1) {
+			out.Replays++
+			rr = s.Replay(sch)
+			for _, v := range rr.Violations {
+				if v.Invariant == invariant && !isKnown(v, known) {
+					return rr, true
+				}
 			}
 		}
 		return rr, false

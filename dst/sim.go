@@ -61,6 +61,12 @@ type Simulation struct {
 	// Middleware is put around every effect, outermost first, inside the
 	// kernel and outside the simulator's own ledger ring (the app's rings).
 	Middleware []effect.Middleware
+	// Attempts is how many replays Shrink gives a candidate schedule
+	// before it counts it as passing (default 1). A failure that depends
+	// on how the Go scheduler interleaved the code under test (a race in
+	// it) comes back on most replays, not all; more attempts keep the
+	// shrink from holding on to what it could drop.
+	Attempts int
 }
 
 // Defaults of a Simulation.

@@ -8,6 +8,8 @@
 #   4. loomvet      the determinism analyzer (cmd/loomvet) over examples/:
 #                   any finding in an example flow fails the run
 #   5. go test      every package, with the race detector, uncached
+#   6. planted      the kernel's planted faults (build tag loom_planted,
+#                   internal/planted): the simulator must find each one
 # It works from any directory: it moves to the repository root first.
 set -euo pipefail
 
@@ -77,3 +79,9 @@ fi
 # ---- 5. go test ------------------------------------------------------------
 echo "== go test -race -count=1 ./..."
 go test -race -count=1 -timeout 60m ./...
+
+# ---- 6. planted kernel faults ----------------------------------------------
+# The same kernel with three bugs built in (docs/dst.md): the seeded
+# simulator must find and shrink each within its default seed budget.
+echo "== go test -race -tags loom_planted -run TestPlantedKernel ./dst/"
+go test -race -count=1 -tags loom_planted -run TestPlantedKernel ./dst/

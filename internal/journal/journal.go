@@ -18,6 +18,7 @@ import (
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/planted"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -54,7 +55,9 @@ type Option func(*Journal)
 func WithClock(now func() int64) Option { return func(j *Journal) { j.now = now } }
 
 // WithIDs mints envelope ids (default: "<executionId>:<sequence>").
-func WithIDs(newID func() string) Option { return func(j *Journal) { j.newID = newID } }
+func WithIDs(newID func() string) Option {
+	return func(j *Journal) { j.newID = func(int64) string { return newID() } }
+}
 
 // WithFence makes every append conditional on token still being the
 // execution's newest fencing token: a driver another one took over from is
@@ -108,7 +111,7 @@ type Journal struct {
 	executionID string
 	workflowID  string
 	now         func() int64
-	newID       func() string
+	newID       func(seq int64) string
 	meta        map[string]json.RawMessage
 	firstMeta   map[string]json.RawMessage // merged into the first commit, then dropped
 	fencer      store.Fencer
@@ -126,11 +129,14 @@ type Journal struct {
 	// (which takes only mu) never waits for a hook.
 	hookMu sync.Mutex
 
-	mu      sync.Mutex
-	folder  *fold.Folder
-	next    int64            // next sequence to allocate
-	queue   []event.Envelope // committed, not yet handed to the store
-	durable int64            // every sequence < durable is durable
+	mu     sync.Mutex
+	folder *fold.Folder
+	next   int64            // next sequence to allocate
+	queue  []event.Envelope // committed, not yet handed to the store
+	// joins marks the queued events that belong to the CommitAll unit of
+	// the event before them; nil while none does.
+	joins   []bool
+	durable int64 // every sequence < durable is durable
 	writing bool
 	// snapPending is the newest checkpoint waiting for its sequence to be
 	// durable.
@@ -157,7 +163,7 @@ func New(s store.EventStore, executionID, workflowID string, st fold.State, opts
 		j.now = func() int64 { return 0 }
 	}
 	if j.newID == nil {
-		j.newID = func() string { return executionID + ":" + strconv.FormatInt(j.next, 10) }
+		j.newID = func(seq int64) string { return executionID + ":" + strconv.FormatInt(seq, 10) }
 	}
 	return j
 }
@@ -176,6 +182,78 @@ func (j *Journal) Commit(typ string, payload any, meta map[string]json.RawMessag
 // CommitTerminal commits an event after which the journal takes no more.
 func (j *Journal) CommitTerminal(typ string, payload any, meta map[string]json.RawMessage) (event.Envelope, error) {
 	return j.append(typ, payload, meta, true)
+}
+
+// Event is one event of a CommitAll group.
+type Event struct {
+	Type    string
+	Payload any
+	Meta    map[string]json.RawMessage
+}
+
+// CommitAll commits evs as one unit: in order, with consecutive sequences,
+// and handed to the store in one append, so a crash or a refused write
+// leaves the log with all of them or none (store.EventStore.Append is all
+// or nothing). An answer and the resume it wakes are one such unit: a log
+// holding the answer alone would have it answered twice. An event that
+// fails validation refuses the whole group and allocates nothing.
+func (j *Journal) CommitAll(evs []Event) ([]event.Envelope, error) {
+	if planted.Active(planted.UnitSplit) {
+		return j.commitApart(evs)
+	}
+	raws := make([]json.RawMessage, len(evs))
+	for i, e := range evs {
+		raw, err := MarshalPayload(e.Payload)
+		if err != nil {
+			return nil, err
+		}
+		raws[i] = raw
+	}
+	if j.onCommit != nil {
+		j.hookMu.Lock()
+		defer j.hookMu.Unlock()
+	}
+	j.mu.Lock()
+	if err := j.admitLocked(); err != nil {
+		j.mu.Unlock()
+		return nil, err
+	}
+	out := make([]event.Envelope, len(evs))
+	for i, e := range evs {
+		env, err := j.envelopeLocked(e.Type, raws[i], e.Meta, j.next+int64(i))
+		if err != nil {
+			j.mu.Unlock()
+			return nil, err
+		}
+		out[i] = env
+	}
+	for i, e := range out {
+		j.applyLocked(e, false, i > 0)
+	}
+	j.mu.Unlock()
+	if j.onCommit != nil {
+		for _, e := range out {
+			j.callHook("OnEvent", func() { j.onCommit(e) })
+		}
+	}
+	return out, nil
+}
+
+// commitApart is CommitAll under the planted UnitSplit fault: one commit
+// per event, each waiting for its own append.
+func (j *Journal) commitApart(evs []Event) ([]event.Envelope, error) {
+	var out []event.Envelope
+	for _, e := range evs {
+		env, err := j.Commit(e.Type, e.Payload, e.Meta)
+		if err != nil {
+			return out, err
+		}
+		if err := j.Barrier(context.Background()); err != nil {
+			return out, err
+		}
+		out = append(out, env)
+	}
+	return out, nil
 }
 
 func (j *Journal) append(typ string, payload any, meta map[string]json.RawMessage, terminal bool) (event.Envelope, error) {
@@ -210,40 +288,73 @@ func (j *Journal) callHook(name string, f func()) {
 }
 
 func (j *Journal) appendLocked(typ string, raw json.RawMessage, meta map[string]json.RawMessage, terminal bool) (event.Envelope, error) {
-	if j.err != nil {
-		return event.Envelope{}, j.err
+	if err := j.admitLocked(); err != nil {
+		return event.Envelope{}, err
 	}
-	if j.halted != nil {
-		return event.Envelope{}, j.halted
+	e, err := j.envelopeLocked(typ, raw, meta, j.next)
+	if err != nil {
+		return event.Envelope{}, err
 	}
-	if j.sealed {
-		return event.Envelope{}, ErrSealed
+	j.applyLocked(e, terminal, false)
+	return e, nil
+}
+
+// admitLocked refuses a commit after a write failure, a Halt or the
+// terminal event.
+func (j *Journal) admitLocked() error {
+	switch {
+	case j.err != nil:
+		return j.err
+	case j.halted != nil:
+		return j.halted
+	case j.sealed:
+		return ErrSealed
 	}
+	return nil
+}
+
+// envelopeLocked builds and validates the envelope of an event at seq,
+// changing nothing of the journal but the ids it mints.
+func (j *Journal) envelopeLocked(typ string, raw json.RawMessage, meta map[string]json.RawMessage, seq int64) (event.Envelope, error) {
 	if len(j.meta) > 0 || len(j.firstMeta) > 0 {
 		merged := make(map[string]json.RawMessage, len(j.meta)+len(j.firstMeta)+len(meta))
 		for k, v := range j.meta { //loom:order-independent map into map
 			merged[k] = v
 		}
-		for k, v := range j.firstMeta { //loom:order-independent map into map
-			merged[k] = v
+		if seq == j.next {
+			for k, v := range j.firstMeta { //loom:order-independent map into map
+				merged[k] = v
+			}
 		}
 		for k, v := range meta { //loom:order-independent map into map
 			merged[k] = v
 		}
 		meta = merged
 	}
-	e := event.Envelope{ID: j.newID(), WorkflowID: j.workflowID, ExecutionID: j.executionID,
-		Type: typ, Sequence: j.next, Timestamp: j.now(), Payload: raw, Metadata: meta}
+	e := event.Envelope{ID: j.newID(seq), WorkflowID: j.workflowID, ExecutionID: j.executionID,
+		Type: typ, Sequence: seq, Timestamp: j.now(), Payload: raw, Metadata: meta}
 	if err := event.Validate(e, event.Limits{}); err != nil {
 		return event.Envelope{}, err
 	}
 	if err := event.ValidateExact("payload", e.Payload); err != nil {
 		return event.Envelope{}, err
 	}
+	return e, nil
+}
+
+// applyLocked folds e, queues it for the durable tail and starts the tail;
+// joins says e belongs to the CommitAll unit of the event before it.
+func (j *Journal) applyLocked(e event.Envelope, terminal, joins bool) {
 	j.sealed = terminal
 	j.firstMeta = nil
 	j.next++
 	j.folder.Apply(e)
+	if joins && j.joins == nil {
+		j.joins = make([]bool, len(j.queue))
+	}
+	if j.joins != nil {
+		j.joins = append(j.joins, joins)
+	}
 	j.queue = append(j.queue, e)
 	if j.snapshotEvery > 0 && (e.Sequence+1)%j.snapshotEvery == 0 {
 		st := j.folder.State()
@@ -253,15 +364,14 @@ func (j *Journal) appendLocked(typ string, raw json.RawMessage, meta map[string]
 		j.writing = true
 		go j.drain()
 	}
-	return e, nil
 }
 
 // drain writes the queue in order, batch by batch, until it is empty.
 func (j *Journal) drain() {
 	for {
 		j.mu.Lock()
-		batch := j.queue
-		j.queue = nil
+		batch, joins := j.queue, j.joins
+		j.queue, j.joins = nil, nil
 		if len(batch) == 0 {
 			j.writing = false
 			j.notifyLocked()
@@ -275,10 +385,14 @@ func (j *Journal) drain() {
 		if err == nil && j.observeAppend != nil {
 			observed = j.observeAppend(len(batch))
 		}
+		ctx := context.Background()
+		if joins != nil {
+			ctx = context.WithValue(ctx, unitsKey{}, joins)
+		}
 		if err == nil && j.fencer != nil {
-			err = j.fencer.AppendFenced(context.Background(), j.executionID, j.token, batch[0].Sequence, batch)
+			err = j.fencer.AppendFenced(ctx, j.executionID, j.token, batch[0].Sequence, batch)
 		} else if err == nil {
-			err = j.store.Append(context.Background(), j.executionID, batch[0].Sequence, batch)
+			err = j.store.Append(ctx, j.executionID, batch[0].Sequence, batch)
 		}
 		if observed != nil {
 			observed(err)
@@ -289,7 +403,7 @@ func (j *Journal) drain() {
 		j.mu.Lock()
 		if err != nil {
 			j.err = &Error{ExecutionID: j.executionID, Sequence: batch[0].Sequence, Err: err}
-			j.queue = nil
+			j.queue, j.joins = nil, nil
 			j.writing = false
 		} else {
 			j.durable = batch[len(batch)-1].Sequence + 1
@@ -301,6 +415,21 @@ func (j *Journal) drain() {
 			return
 		}
 	}
+}
+
+type unitsKey struct{}
+
+// Joins reports, for the context of a batch the journal hands its store,
+// whether batch[i] belongs to the same CommitAll unit as batch[i-1]. The
+// journal never splits a unit across two appends, and a batch is one
+// append because the store writes it all or nothing; a fault-injecting
+// store modelling a crash part-way through the journal's work (package
+// dst) may cut a batch only where joins is false, the cuts a different
+// batching could have made. Without the context's value no event joins
+// another.
+func Joins(ctx context.Context, i int) bool {
+	joins, _ := ctx.Value(unitsKey{}).([]bool)
+	return i < len(joins) && joins[i]
 }
 
 // contiguous checks that batch starts at from and has no gap.
@@ -371,6 +500,10 @@ func (j *Journal) Err() error {
 // does not cut it short, since what was queued is still written.
 func (j *Journal) Barrier(ctx context.Context) error {
 	j.mu.Lock()
+	if planted.Active(planted.BarrierEarly) {
+		defer j.mu.Unlock()
+		return j.err
+	}
 	target := j.next
 	return j.waitLocked(ctx, func() (bool, error) {
 		if j.durable >= target {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -152,5 +154,86 @@ func TestJournalWithOptionsStampsFencesAndChecksSequences(t *testing.T) {
 	}
 	if evs, _ := store.Read(context.Background(), mem, "ex"); len(evs) != 1 {
 		t.Fatalf("the fenced journal wrote %d events", len(evs)-1)
+	}
+}
+
+// batchRecorder records the batches the durable tail hands the store, and
+// closes got[seq] when a batch holding seq arrives.
+type batchRecorder struct {
+	store.EventStore
+	mu      sync.Mutex
+	batches [][]int64
+	got     map[int64]chan struct{}
+}
+
+func (b *batchRecorder) Append(ctx context.Context, id string, expected int64, evs []event.Envelope) error {
+	err := b.EventStore.Append(ctx, id, expected, evs)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seqs := make([]int64, len(evs))
+	for i, e := range evs {
+		seqs[i] = e.Sequence
+		if c, ok := b.got[e.Sequence]; ok {
+			close(c)
+			delete(b.got, e.Sequence)
+		}
+	}
+	b.batches = append(b.batches, seqs)
+	return err
+}
+
+func TestJournalCommitAllIsOneAppend(t *testing.T) {
+	rec := &batchRecorder{EventStore: memstore.NewEventStore(), got: map[int64]chan struct{}{1: make(chan struct{})}}
+	arrived := rec.got[1]
+	// The hook of the group's first event waits until the store holds it:
+	// had that event been queued alone, the tail would write it alone.
+	hook := func(e event.Envelope) {
+		if e.Sequence == 1 {
+			<-arrived
+		}
+	}
+	j := New(rec, "ex", "wf", fold.Initial(), WithHooks(hook, nil, nil))
+	if _, err := j.Commit(event.ExecutionStarted, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := j.CommitAll([]Event{
+		{Type: event.TimerFired, Payload: map[string]int64{"wakeAt": 5}},
+		{Type: event.ExecutionResumed, Payload: map[string]any{"eventType": event.TimerFired}},
+	})
+	if err != nil || len(evs) != 2 || evs[0].Sequence != 1 || evs[1].Sequence != 2 {
+		t.Fatalf("CommitAll = %v, %v", evs, err)
+	}
+	if err := j.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if want := [][]int64{{0}, {1, 2}}; !reflect.DeepEqual(rec.batches, want) {
+		t.Fatalf("batches %v, want %v", rec.batches, want)
+	}
+}
+
+func TestJournalCommitAllRefusesAGroupWithAnInvalidEventWhole(t *testing.T) {
+	mem := memstore.NewEventStore()
+	j := testJournal(mem)
+	_, err := j.CommitAll([]Event{{Type: event.ExecutionStarted}, {Type: "bad\x00type"}})
+	if !errors.Is(err, event.ErrInvalidEnvelope) {
+		t.Fatalf("err = %v", err)
+	}
+	if st := j.State(); st.Sequence != -1 {
+		t.Fatalf("the refused group folded up to %d", st.Sequence)
+	}
+	e, err := j.Commit(event.ExecutionStarted, nil, nil)
+	if err != nil || e.Sequence != 0 {
+		t.Fatalf("the refused group consumed a sequence: %d %v", e.Sequence, err)
+	}
+	if err := j.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := store.Read(context.Background(), mem, "ex"); len(evs) != 1 {
+		t.Fatalf("durable events: %d, want 1", len(evs))
 	}
 }
