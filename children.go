@@ -569,9 +569,6 @@ func (rt *Runtime) childAnswer(ctx context.Context, _ string, st fold.State) ([]
 	return []pendingEvent{{typ: event.ExecutionResumed, payload: map[string]any{"eventType": gateChild, "payload": res}, meta: kernelStamp()}}, nil
 }
 
-// errNoChildAnswer: the execution awaits no child that has ended.
-var errNoChildAnswer = errors.New("loom: no child answer to deliver")
-
 // deliverChild answers id's child park if its child has ended: through a
 // sticky park's own journal, or in a transaction. A sticky park that can
 // no longer answer itself (parkLost) is evicted: its drive unwinds,
@@ -581,24 +578,8 @@ func (rt *Runtime) deliverChild(ctx context.Context, id string) {
 	if rt.deliverInPlace(ctx, id, rt.childAnswer) {
 		return
 	}
-	err := rt.transact(ctx, id, txSpec{
-		op:  "child",
-		pin: true,
-		admit: func(ctx context.Context, tx *txn) error {
-			if _, ok := awaitsChild(tx.state); !ok {
-				return errNoChildAnswer
-			}
-			return nil
-		},
-		commit: func(ctx context.Context, tx *txn) (bool, error) {
-			answered, err := rt.commitAnswer(ctx, tx.j, tx.state, rt.childAnswer)
-			if err == nil && !answered {
-				err = errNoChildAnswer
-			}
-			return answered, err
-		},
-	})
-	if err != nil && !errors.Is(err, errNoChildAnswer) && !errors.Is(err, ErrExecutionNotFound) && !isRefusal(err) && ctx.Err() == nil {
+	err := rt.answerTx(ctx, id, "child", rt.childAnswer)
+	if err != nil && !errors.Is(err, errNothingToAnswer) && !errors.Is(err, ErrExecutionNotFound) && !isRefusal(err) && ctx.Err() == nil {
 		var busy *ExecutionBusyError
 		if !errors.As(err, &busy) {
 			rt.cfg.Logger.Warn("loom: child result not delivered now; Recover delivers it", "execution", id, "error", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/store/memstore"
 )
 
 var childrenOn = loom.Config{Features: loom.Features{Children: true}}
@@ -627,5 +629,59 @@ func closeWaitCase(t *testing.T, sticky bool) {
 	}
 	if res, err := h.rt.WaitForCompletion(h.ctx(), "q/w"); err != nil || res.Status != fold.StatusCompleted {
 		t.Fatalf("the wait child after its parent's cancel: %+v, %v", res, err)
+	}
+}
+
+// A recovery pass on another node that finds nothing to answer a parked
+// parent with (its child has not ended) takes neither its lease nor its
+// fence: the node holding the parent's sticky park answers it later under
+// its own fencing token, and the parent completes instead of aborting on
+// a fence nobody wrote behind.
+func TestADeliveryWithNothingToAnswerTakesNoFence(t *testing.T) {
+	events, leases := memstore.NewEventStore(), memstore.NewLeaseStore()
+	parent := loom.NewFlow("parent", func(c *loom.Context, _ struct{}) (int, error) {
+		k, err := loom.SpawnChild(c, "held", "k", 0)
+		if err != nil {
+			return 0, err
+		}
+		return loom.AwaitChildTyped[int](c, k)
+	})
+	node := func(name string) *loom.Runtime {
+		rt, err := loom.New(loom.Config{Events: events, Leases: leases, NodeID: name, Heartbeat: -1,
+			Features: loom.Features{Children: true}, Recovery: loom.Recovery{Disabled: true},
+			Flows: append(childFlows(), parent), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.Close() })
+		return rt
+	}
+	a, b := node("a"), node("b")
+	ctx := testCtx(t)
+	if _, err := a.Start(ctx, "parent", nil, loom.WithExecutionID("p")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WaitForSuspend(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WaitForSuspend(ctx, "p/k"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := store.Read(ctx, events, "p")
+	if _, err := b.Recover(ctx); err != nil { // looks at the parked parent: nothing to answer it with
+		t.Fatal(err)
+	}
+	if after, _ := store.Read(ctx, events, "p"); len(after) != len(before) {
+		t.Fatalf("a delivery with nothing to deliver appended: %d -> %d events", len(before), len(after))
+	}
+	if l, ok, _ := leases.Get(ctx, "p"); ok && l.Owner == "b" {
+		t.Fatalf("node b took the parent's lease with nothing to answer: %+v", l)
+	}
+	if err := a.Resume(ctx, "p/k", loom.ResumeEvent{EventType: "release", Payload: json.RawMessage(`7`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.WaitForCompletion(ctx, "p")
+	if err != nil || string(res.Output) != "7" {
+		t.Fatalf("the parent: %s, %v; want it completed with its child's 7", res.Output, err)
 	}
 }

@@ -142,6 +142,11 @@ type Config struct {
 	// batches, timer firings and lease take-overs (the telemetry package
 	// wires OpenTelemetry through it). Nil by default: none of it runs.
 	Observer Observer
+	// Interleaver, for simulation testing, runs the branches of each
+	// drive's Parallel blocks one at a time and chooses at every syscall
+	// which goes on (package dst sets it from its seed). Nil by default:
+	// branches are goroutines the Go scheduler interleaves.
+	Interleaver Interleaver
 	// Logger receives divergence warnings, recovery notes and every
 	// best-effort failure the runtime rides out (default slog.Default()).
 	Logger *slog.Logger

@@ -77,6 +77,9 @@ func (c *Context) child(i int, sc *scope, block *idSet) *Context {
 // checkpoint is called at the start of every syscall: a sibling's suspend
 // or failure, a cancel or a journal failure stops this goroutine here.
 func (c *Context) checkpoint() {
+	if t := c.drive.turns; t != nil {
+		t.yield(c.branch)
+	}
 	if c.scope.stopped() {
 		runtime.Goexit()
 	}

@@ -52,6 +52,8 @@ type drive struct {
 	patches map[string]int
 	// awaited holds the children this drive's flow awaited.
 	awaited map[string]bool
+	// turns runs Parallel branches one at a time under Config.Interleaver.
+	turns *turns
 }
 
 // issue is an id a drive issued.

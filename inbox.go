@@ -236,32 +236,12 @@ func (rt *Runtime) deliver(ctx context.Context, id string) {
 	if rt.deliverInPlace(ctx, id, rt.messageAnswer) {
 		return
 	}
-	err := rt.transact(ctx, id, txSpec{
-		op:  "send",
-		pin: true,
-		admit: func(ctx context.Context, tx *txn) error {
-			if !awaitsMessage(tx.state) {
-				return errNothingToDeliver
-			}
-			return nil
-		},
-		commit: func(ctx context.Context, tx *txn) (delivered bool, err error) {
-			return rt.commitAnswer(ctx, tx.j, tx.state, rt.messageAnswer)
-		},
-		durable: func(ctx context.Context, tx *txn) {
-			if tx.j.State().Sequence > tx.state.Sequence { // delivered: the park's timer is moot
-				rt.afterAnswer(ctx, id, tx.state, ResumeEvent{EventType: messageType})
-			}
-		},
-	})
-	if err != nil && !errors.Is(err, errNothingToDeliver) && !isRefusal(err) && ctx.Err() == nil {
+	err := rt.answerTx(ctx, id, "send", rt.messageAnswer)
+	if err != nil && !errors.Is(err, errNothingToAnswer) && !isRefusal(err) && ctx.Err() == nil {
 		// Best effort: the message is durable, and Recover delivers it.
 		rt.cfg.Logger.Warn("loom: message not delivered now; Recover delivers it", "execution", id, "error", err)
 	}
 }
-
-// errNothingToDeliver ends a delivery transaction with nothing to do.
-var errNothingToDeliver = errors.New("loom: no message wait to answer")
 
 // awaitsMessage says whether the execution is parked on a select.
 func awaitsMessage(st fold.State) bool {

@@ -36,12 +36,31 @@ func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
 		block = &idSet{ids: map[string]bool{}}
 	}
 	errs := make([]error, len(branches))
+	children := make([]*Context, len(branches))
+	for i := range branches {
+		children[i] = c.child(i, sc, block)
+	}
+	// Under an Interleaver the branches run one at a time: each waits for
+	// its turn before it starts, and the last one's end gives it back here.
+	var start []chan struct{}
+	var resume chan struct{}
+	if r.turns != nil && len(children) > 0 {
+		paths := make([]string, len(children))
+		for i, ch := range children {
+			paths[i] = ch.branch
+		}
+		start, resume = r.turns.fork(c.branch, paths)
+	}
 	var wg sync.WaitGroup
 	for i, branch := range branches {
-		child := c.child(i, sc, block)
+		child := children[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if start != nil {
+				<-start[i]
+				defer r.turns.exit(c.branch)
+			}
 			defer func() {
 				if p := recover(); p != nil {
 					errs[i] = fmt.Errorf("loom: parallel branch %d panicked: %v", i, p)
@@ -53,6 +72,9 @@ func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
 				sc.fail()
 			}
 		}()
+	}
+	if resume != nil {
+		<-resume
 	}
 	wg.Wait()
 	if c.scope.stopped() {

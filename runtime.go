@@ -352,6 +352,9 @@ func (rt *Runtime) launch(opCtx context.Context, x *execution, j *journal.Journa
 	}
 	r := &drive{rt: rt, x: x, j: j, flow: x.flow, ctx: ctx, cancel: cancel, simulate: simulate,
 		root: &scope{ctx: ctx, cancel: cancel}, snapshotAt: -1, issued: map[string]issue{}}
+	if rt.cfg.Interleaver != nil {
+		r.turns = newTurns(rt.cfg.Interleaver, x.id)
+	}
 	if rt.cfg.Divergence != DivergenceOff && (len(st.Frames) > 0 || len(st.Variables.ResumePayloads) > 0) {
 		r.div = divergence.New(st)
 	}

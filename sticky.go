@@ -4,11 +4,11 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"errors"
 	"runtime"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
-	"github.com/loom-kernel/loom/internal/journal"
 )
 
 // Sticky parks. A flow that parks at a gate from its root goroutine (no
@@ -295,16 +295,6 @@ func (rt *Runtime) awaitStickyPark(ctx context.Context, id string) bool {
 // message, an ended child); nil while nothing does.
 type answerLook func(ctx context.Context, id string, st fold.State) ([]pendingEvent, error)
 
-// commitAnswer commits through j what look finds for st; it reports
-// whether it found anything.
-func (rt *Runtime) commitAnswer(ctx context.Context, j *journal.Journal, st fold.State, look answerLook) (bool, error) {
-	evs, err := look(ctx, j.ExecutionID(), st)
-	if err != nil || evs == nil {
-		return false, err
-	}
-	return true, commitAll(j, evs)
-}
-
 // parkAnswer is what a drive's attempt to answer its own park came to.
 type parkAnswer int
 
@@ -348,7 +338,7 @@ func (r *drive) answerOwnPark(ctx context.Context, st fold.State, look answerLoo
 	if err := r.j.Barrier(context.WithoutCancel(ctx)); err != nil {
 		return parkLost, err
 	}
-	r.rt.afterAnswer(ctx, r.x.id, st, ResumeEvent{EventType: evs[len(evs)-1].typ})
+	r.rt.afterAnswer(ctx, r.x.id, st, ResumeEvent{}) // not a timer's: the park's timer is moot
 	return parkAnswered, nil
 }
 
@@ -370,13 +360,25 @@ func (r *drive) answerOwnParkHere(st fold.State, look answerLook) bool {
 // deliverInPlace answers id's sticky park with what look finds when this
 // process holds one; it reports whether it dealt with the delivery. A park
 // nothing answers yet is put back and looked at once more, since an
-// answer arriving while it was out of the registry found nobody to wake.
+// answer arriving while it was out of the registry found nobody to wake;
+// a park out of the registry (looking at its own answer) is waited for.
 // A park that can no longer answer itself (parkLost, or a journal
 // failure) is evicted: its drive unwinds, ending as its log has it, and
 // the caller delivers in a transaction. Unlike a park's own look, it never
 // unwinds the calling goroutine.
 func (rt *Runtime) deliverInPlace(ctx context.Context, id string, look answerLook) bool {
-	for sp := rt.takeSticky(id); sp != nil; sp = rt.takeSticky(id) {
+	for {
+		sp := rt.takeSticky(id)
+		if sp == nil {
+			// A park out of the registry while it looks at its own answer
+			// (or is being registered): wait for it to be back or gone,
+			// rather than be refused as running while its look may have
+			// come before this answer.
+			if rt.awaitStickyPark(ctx, id) {
+				continue
+			}
+			return false
+		}
 		switch a, err := sp.r.answerOwnPark(ctx, sp.r.j.State(), look); {
 		case err == nil && a == parkAnswered:
 			sp.wake <- true
@@ -397,5 +399,35 @@ func (rt *Runtime) deliverInPlace(ctx context.Context, id string, look answerLoo
 			return true
 		}
 	}
-	return false
+}
+
+// errNothingToAnswer ends an answer transaction that found nothing to
+// answer the park with.
+var errNothingToAnswer = errors.New("loom: nothing answers the park yet")
+
+// answerTx answers id's park in a transaction with what look finds. It
+// looks before it takes the execution over, so a park nothing answers yet
+// costs no lease write and no fence: a take-over that wrote nothing would
+// fence out another node's sticky park that later answers itself under
+// its older token, and its drive would abort. It returns
+// errNothingToAnswer when nothing answers the park.
+func (rt *Runtime) answerTx(ctx context.Context, id, op string, look answerLook) error {
+	var evs []pendingEvent
+	return rt.transact(ctx, id, txSpec{
+		op:  op,
+		pin: true,
+		admit: func(ctx context.Context, tx *txn) error {
+			var err error
+			if evs, err = look(ctx, id, tx.state); err == nil && evs == nil {
+				err = errNothingToAnswer
+			}
+			return err
+		},
+		commit: func(ctx context.Context, tx *txn) (bool, error) {
+			return true, commitAll(tx.j, evs)
+		},
+		durable: func(ctx context.Context, tx *txn) {
+			rt.afterAnswer(ctx, id, tx.state, ResumeEvent{}) // not a timer's: the park's timer is moot
+		},
+	})
 }

@@ -12,8 +12,19 @@ import (
 // byte: the schedule, what every operation did, the verdicts and every
 // final log.
 func TestDeterminism(t *testing.T) {
-	sim := &dst.Simulation{Flows: sequentialFlows()}
-	for seed := uint64(1); seed <= 40; seed++ {
+	determinism(t, &dst.Simulation{Flows: sequentialFlows()}, 40)
+}
+
+// TestDeterminismOfParallelBranches runs seeds of Parallel blocks alone:
+// the seed interleaves their branches (loom.Interleaver), so two runs of
+// a seed record the same log.
+func TestDeterminismOfParallelBranches(t *testing.T) {
+	determinism(t, &dst.Simulation{Flows: []dst.Flow{{Flow: parallel, Input: smallInput}}}, 20)
+}
+
+func determinism(t *testing.T, sim *dst.Simulation, seeds uint64) {
+	t.Helper()
+	for seed := uint64(1); seed <= seeds; seed++ {
 		a, b := sim.Run(seed), sim.Run(seed)
 		if sa, sb := a.Schedule.String(), b.Schedule.String(); sa != sb {
 			t.Fatalf("seed %d: two runs drew different schedules:\n%s\nvs\n%s\ntraces:\n%s\nvs\n%s", seed, sa, sb,

@@ -74,11 +74,13 @@
 //
 // Everything the run chooses comes from the seed: no time.Now, no map
 // order, no unseeded randomness; event ids are stamped by position as
-// they enter the log. What the Go scheduler still owns, without a kernel
-// hook to take it over, is the order of goroutines inside one operation:
-// Parallel branches, a parent and its children, a message sent right after
-// a select parks (the park's own look at its inbox), and whether a
-// snapshot save after a park comes before the next operation. Runs of
+// they enter the log; the branches of Parallel blocks run one at a time in
+// an order each execution's stream of the seed chooses (loom.Interleaver).
+// What the Go scheduler still owns, without a kernel hook to take it over,
+// is the order of goroutines across executions inside one operation: a
+// parent and its children, a message sent right after a select parks (the
+// park's own look at its inbox), and whether a snapshot save after a park
+// comes before the next operation. Runs of
 // flows without those are byte-for-byte deterministic (a test runs seeds
 // twice and compares schedules, traces and logs); runs with them check
 // the same invariants, and a failure there may need its seed run again.

@@ -13,14 +13,11 @@ import (
 func (r *run) startProcess() {
 	r.procs++
 	p := newProcess(r.procs)
-	// Each process gets its own copy of every flow: loom.New writes the
-	// compiled resume schemas into the *loom.Flow it is given
-	// (Flow.compile), so runtimes built at once from shared flows race
-	// (a kernel finding, under -race, of runs on parallel workers).
+	// Runs on parallel workers build runtimes at once from the same
+	// *loom.Flow values: the kernel writes nothing into a Flow.
 	flows := make([]*loom.Flow, 0, len(r.sim.Flows))
 	for _, f := range r.sim.Flows {
-		own := *f.Flow
-		flows = append(flows, &own)
+		flows = append(flows, f.Flow)
 	}
 	cfg := loom.Config{
 		Events:       &eventView{r: r, p: p, inner: r.events},
@@ -37,6 +34,7 @@ func (r *run) startProcess() {
 		Clock:        r.clock,
 		NewID:        func() string { return fmt.Sprintf("dst-%d", r.ids.Add(1)) },
 		Observer:     p.track,
+		Interleaver:  r.interleave,
 		Logger:       slog.New(slog.DiscardHandler),
 	}
 	cfg.SnapshotEvery = r.cfg.SnapshotEvery

@@ -134,13 +134,14 @@ type run struct {
 	clock *clock
 	flows map[string]*Flow
 
-	events    DurableEvents
-	snapshots *memstore.SnapshotStore
-	timers    *memstore.TimerStore
-	leases    *memstore.LeaseStore
-	acked     ackLedger
-	ledger    *effectLedger
-	ids       atomic.Int64
+	events     DurableEvents
+	snapshots  *memstore.SnapshotStore
+	timers     *memstore.TimerStore
+	leases     *memstore.LeaseStore
+	acked      ackLedger
+	ledger     *effectLedger
+	ids        atomic.Int64
+	interleave *interleaver
 
 	proc            *process
 	rt              *loom.Runtime
@@ -159,7 +160,7 @@ type run struct {
 
 func newRun(s *Simulation, seed uint64, replay []Fault) *run {
 	r := &run{sim: s, seed: seed, plan: newPlan(seed, s.rates(), replay), rnd: streamOf(seed, "ops"),
-		clock: newClock(), flows: map[string]*Flow{}, seen: map[string]bool{}}
+		clock: newClock(), flows: map[string]*Flow{}, seen: map[string]bool{}, interleave: newInterleaver(seed)}
 	for i := range s.Flows {
 		if s.Flows[i].Flow == nil {
 			panic(fmt.Sprintf("dst: Simulation.Flows[%d] has no Flow", i))
@@ -266,4 +267,31 @@ func raw(v any) json.RawMessage {
 		panic("dst: a flow's Input, Answer or Message gave a value with no JSON form: " + err.Error())
 	}
 	return b
+}
+
+// interleaver is a run's loom.Interleaver: each execution's choices come
+// from its own stream of the seed, so they do not depend on how the
+// drives of several executions interleave, and a replay of the run makes
+// them again. An execution's drives follow one another, across processes
+// too, so its stream goes on where the last drive left it.
+type interleaver struct {
+	seed uint64
+	mu   sync.Mutex
+	rnds map[string]*rand.Rand
+}
+
+func newInterleaver(seed uint64) *interleaver {
+	return &interleaver{seed: seed, rnds: map[string]*rand.Rand{}}
+}
+
+// Next implements loom.Interleaver.
+func (il *interleaver) Next(executionID string, runnable []string) int {
+	il.mu.Lock()
+	defer il.mu.Unlock()
+	rnd := il.rnds[executionID]
+	if rnd == nil {
+		rnd = streamOf(il.seed, "interleave", executionID)
+		il.rnds[executionID] = rnd
+	}
+	return rnd.IntN(len(runnable))
 }
