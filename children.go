@@ -217,15 +217,20 @@ func SpawnChild(c *Context, flowID, name string, input any, opts ...ChildOption)
 	default:
 		return Child{}, fmt.Errorf("loom: child %q: unknown close policy %q: use loom.CloseCancel, loom.CloseAbandon or loom.CloseWait", name, child.OnParentClose)
 	}
+	// A first spawn looks at the child's id before it records anything,
+	// and that look is the start's too: no second read of the head.
+	fresh := false
 	if !spawnRecorded(c, child) {
-		if err := rt.childIDFree(c.Context(), parentID, child); err != nil {
+		var err error
+		if fresh, err = rt.childIDFree(c.Context(), parentID, child); err != nil {
 			return Child{}, err
 		}
 	}
 	raw, err := c.Execute(&Task{
 		ID: spawnStepPrefix + name, Kind: "spawn",
 		Invoke: func(ctx context.Context, in json.RawMessage) (any, error) {
-			err := rt.startChild(ctx, flow, parentID, child, in, principal)
+			err := rt.startChild(ctx, flow, parentID, child, in, principal, fresh)
+			fresh = false // a retried attempt looks again
 			var taken *ChildIDError
 			if err != nil && !errors.As(err, &taken) {
 				err = &spawnStartError{err: err}
@@ -291,19 +296,22 @@ func spawnRecorded(c *Context, child Child) bool {
 	return ok
 }
 
-// childIDFree refuses, before anything is recorded, a spawn whose child id
-// is taken by an execution that is not this parent's child of that name.
-// A child this parent already started (a spawn a crash interrupted after
-// the start) passes: the spawn then finds it.
-func (rt *Runtime) childIDFree(ctx context.Context, parentID string, child Child) error {
+// childIDFree refuses a spawn whose child id another execution holds,
+// before the spawn is recorded: it is free, or this parent's child of that
+// name already (a spawn retried after a crash). fresh says no execution
+// holds it yet.
+func (rt *Runtime) childIDFree(ctx context.Context, parentID string, child Child) (fresh bool, err error) {
 	head, err := store.ReadRange(ctx, rt.cfg.Events, child.ID, 0, 1)
-	if err != nil || len(head) == 0 {
-		return err
+	if err != nil {
+		return false, err
+	}
+	if len(head) == 0 {
+		return true, nil
 	}
 	if startedAsChild(head[0], parentLink{ExecutionID: parentID, Name: child.Name, OnParentClose: child.OnParentClose}) {
-		return nil
+		return false, nil
 	}
-	return &ChildIDError{ChildID: child.ID, Reason: "the id is taken by an execution that is not this parent's child " + strconv.Quote(child.Name) + " (spawn it under another name)"}
+	return false, &ChildIDError{ChildID: child.ID, Reason: "the id is taken by an execution that is not this parent's child " + strconv.Quote(child.Name) + " (spawn it under another name)"}
 }
 
 // startedAsChild reports whether start (an execution's first event) started
@@ -318,14 +326,18 @@ func startedAsChild(start event.Envelope, link parentLink) bool {
 // startChild starts child of parentID; a child already started (a spawn
 // retried after a crash) is accepted when its start names this parent and
 // name.
-func (rt *Runtime) startChild(ctx context.Context, flow *Flow, parentID string, child Child, in, principal json.RawMessage) error {
+func (rt *Runtime) startChild(ctx context.Context, flow *Flow, parentID string, child Child, in, principal json.RawMessage, fresh bool) error {
 	link := parentLink{ExecutionID: parentID, Name: child.Name, OnParentClose: child.OnParentClose}
 	// A spawn retried after a crash finds its child started: it adopts it
 	// without claiming the id (a claim would hide the child from a
-	// recovery pass running meanwhile).
-	head, err := store.ReadRange(ctx, rt.cfg.Events, child.ID, 0, 1)
-	if err != nil {
-		return err
+	// recovery pass running meanwhile). fresh: the spawn's own look found
+	// the id free just now; a start that finds it taken since looks again.
+	var head []event.Envelope
+	if !fresh {
+		var err error
+		if head, err = store.ReadRange(ctx, rt.cfg.Events, child.ID, 0, 1); err != nil {
+			return err
+		}
 	}
 	if len(head) == 0 {
 		started := map[string]any{"input": orNull(in), "parent": link}

@@ -3,6 +3,7 @@ package loom_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/store/memstore"
 )
 
 // pickBy is an Interleaver choosing with a function, recording every
@@ -118,4 +121,40 @@ func TestASeededInterleaverReplaysItsOrder(t *testing.T) {
 	if len(orders) < 2 {
 		t.Fatalf("8 seeds chose one order only: %v", orders)
 	}
+}
+
+// lastFirst runs the runnable branch with the highest path.
+type lastFirst struct{}
+
+func (lastFirst) Next(_ string, runnable []string) int { return len(runnable) - 1 }
+
+// An Interleaver decides the order Parallel branches run in, one at a
+// time: here always the last, so the log records branch 2's decision
+// first. Simulation tests (package dst) draw the choice from a seed.
+func ExampleInterleaver() {
+	flow := loom.NewFlow("fan-out", func(ctx *loom.Context, _ struct{}) ([]int, error) {
+		square := func(n int) func(*loom.Context) (int, error) {
+			return func(c *loom.Context) (int, error) {
+				return loom.Decide(c, fmt.Sprintf("square#%d", n), func() (int, error) { return n * n, nil })
+			}
+		}
+		return loom.Parallel(ctx, square(2), square(3), square(4))
+	})
+	events := memstore.NewEventStore()
+	rt, _ := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{flow}, Interleaver: lastFirst{}})
+	defer rt.Close()
+	id, _ := rt.Start(context.Background(), "fan-out", nil)
+	res, _ := rt.WaitForCompletion(context.Background(), id)
+	evs, _ := store.Read(context.Background(), events, id)
+	for _, e := range evs {
+		if e.Type == event.DecisionRecorded {
+			fmt.Println(string(e.Payload))
+		}
+	}
+	fmt.Println(string(res.Output))
+	// Output:
+	// {"choice":16,"decisionId":"square#4"}
+	// {"choice":9,"decisionId":"square#3"}
+	// {"choice":4,"decisionId":"square#2"}
+	// [4,9,16]
 }

@@ -16,8 +16,10 @@ import (
 // Workload g: a fan-out of N child flows against N independent starts of
 // the same flow, on the same store in the same run. Each size (-fanout-small,
 // -fanout-large) gets a fresh store and one runtime (Features.Children,
-// WriteBehind, the default config otherwise), and each repetition measures,
-// in this order:
+// WriteBehind, the default config otherwise), and each repetition measures
+// both phases back to back, starts first in even repetitions and fan-out
+// first in odd ones (the store grows through a run, so a fixed order would
+// always give one phase the larger tables):
 //
 //	starts   N sequential rt.Start of the child flow (each returns once its
 //	         start is durable), then WaitForCompletion of every one: the
@@ -27,8 +29,9 @@ import (
 //	         then returns the sum of their outputs: Start → the parent's
 //	         completion
 //
-// The child flow runs one trivial step. ratio = fan-out / starts per size;
-// the worse size's is judged against 1.5; the large/small per-child times
+// The child flow runs one trivial step. ratio = the median of the
+// repetitions' fan-out / starts per size; the worse size's is judged
+// against 1.5; the large/small per-child times
 // are reported beside it (near 1: linear). Appends and events per child are
 // counted by the decorator around the event store, the parent's included
 // in the fan-out's.
@@ -61,7 +64,8 @@ const fanOutDescription = "Fan-out of N children vs N independent starts of the 
 	"medians of the repetitions, each measuring starts then fan-out. starts: N sequential rt.Start (each returns " +
 	"once the start is durable), then WaitForCompletion of all, first Start → last completion. fan-out: one parent " +
 	"spawning N children with SpawnChild and awaiting them with AwaitChildren, Start → the parent's completion. " +
-	"ratio = fanOutMs / startsMs at the worse size, target <= 1.5; linearity = large/small per child"
+	"the two phases of a repetition run back to back and take turns at going first; ratio = the median of the " +
+	"repetitions' fan-out/starts at the worse size, target <= 1.5; linearity = large/small per child"
 
 // fanChildFlow runs trivialStep on its input: n+1.
 func fanChildFlow() *loom.Flow {
@@ -160,20 +164,43 @@ func fanOutSize(ctx context.Context, open storeOpener, n, reps int, out *FanOutS
 	var starts, fans []time.Duration
 	var startsCount, fanCount counts
 	var startsTx, fanTx int64
+	var ratios []float64
 	for rep := range reps {
-		before, txBefore := events.read(), st.transactions()
-		s, err := runStarts(ctx, rt, "r"+strconv.Itoa(rep), n)
+		prefix := "r" + strconv.Itoa(rep)
+		phaseStarts := func() (time.Duration, error) {
+			before, txBefore := events.read(), st.transactions()
+			d, err := runStarts(ctx, rt, prefix, n)
+			after, txAfter := events.read(), st.transactions()
+			startsCount, startsTx = startsCount.plus(after.minus(before)), startsTx+txAfter-txBefore
+			return d, err
+		}
+		phaseFanOut := func() (time.Duration, error) {
+			before, txBefore := events.read(), st.transactions()
+			d, err := runFanOut(ctx, rt, prefix, n)
+			after, txAfter := events.read(), st.transactions()
+			fanCount, fanTx = fanCount.plus(after.minus(before)), fanTx+txAfter-txBefore
+			return d, err
+		}
+		// The phases take turns going first: the store grows through a run,
+		// so a fixed order would always measure one of them on the larger
+		// tables.
+		first, second := phaseStarts, phaseFanOut
+		if rep%2 == 1 {
+			first, second = phaseFanOut, phaseStarts
+		}
+		a, err := first()
 		if err != nil {
 			return err
 		}
-		mid, txMid := events.read(), st.transactions()
-		f, err := runFanOut(ctx, rt, "r"+strconv.Itoa(rep), n)
+		b, err := second()
 		if err != nil {
 			return err
 		}
-		after, txAfter := events.read(), st.transactions()
-		starts, startsCount, startsTx = append(starts, s), startsCount.plus(mid.minus(before)), startsTx+txMid-txBefore
-		fans, fanCount, fanTx = append(fans, f), fanCount.plus(after.minus(mid)), fanTx+txAfter-txMid
+		s, f := a, b
+		if rep%2 == 1 {
+			s, f = b, a
+		}
+		starts, fans, ratios = append(starts, s), append(fans, f), append(ratios, ratioOf(millis(s), millis(f)))
 		progress("workload g: %d children, repetition %d: starts %.1f ms, fan-out %.1f ms", n, rep+1, millis(s), millis(f))
 	}
 	perChild := func(c counts) (float64, float64) {
@@ -188,7 +215,10 @@ func fanOutSize(ctx context.Context, open storeOpener, n, reps int, out *FanOutS
 	out.FanOutAppendsPerChild, out.FanOutEventsPerChild = perChild(fanCount)
 	out.StartsTransactionsPerChild = round(float64(startsTx) / float64(n*reps))
 	out.FanOutTransactionsPerChild = round(float64(fanTx) / float64(n*reps))
-	out.Ratio = ratioOf(out.StartsMs, out.FanOutMs)
+	// The median of the repetitions' own ratios: each pairs two phases run
+	// back to back, so drift across the run cancels out of it.
+	out.Ratio = round(medianOf(ratios))
+	out.RatioSamples = ratios
 	return warningsErr(warnings)
 }
 
@@ -287,8 +317,11 @@ type FanOutSize struct {
 	// (group commit folds concurrent appends into one).
 	StartsTransactionsPerChild float64 `json:"startsTransactionsPerChild"`
 	FanOutTransactionsPerChild float64 `json:"fanOutTransactionsPerChild"`
-	// Ratio is FanOutMs / StartsMs.
-	Ratio float64 `json:"ratio"`
+	// Ratio is the median of RatioSamples, each repetition's fan-out over
+	// its starts: the two phases of a repetition run back to back, taking
+	// turns at going first.
+	Ratio        float64   `json:"ratio"`
+	RatioSamples []float64 `json:"ratioSamples"`
 }
 
 // FanOutLinearity is large over small, per child.

@@ -149,8 +149,8 @@ func TestFanOutFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(f.workloads, ",") != "a,b,c,d,e" || f.fanSmall != 100 || f.fanLarge != 1000 || f.fanReps != 3 {
-		t.Errorf("defaults: workloads %v, fan-out %d/%d × %d; want a,b,c,d,e and 100/1000 × 3", f.workloads, f.fanSmall, f.fanLarge, f.fanReps)
+	if strings.Join(f.workloads, ",") != "a,b,c,d,e" || f.fanSmall != 100 || f.fanLarge != 1000 || f.fanReps != 5 {
+		t.Errorf("defaults: workloads %v, fan-out %d/%d × %d; want a,b,c,d,e and 100/1000 × 5", f.workloads, f.fanSmall, f.fanLarge, f.fanReps)
 	}
 	if f, err = parseFlags([]string{"-postgres", "postgres://x", "-workloads", "g,a", "-fanout-reps", "1"}, io.Discard); err != nil {
 		t.Fatal(err)

@@ -6,10 +6,10 @@
 //	               [-resume-small 100] [-resume-large 100000] [-resume-reps 5]
 //	               [-agent-small 20] [-agent-large 200] [-agent-reps 5] [-cpuprofile-dir DIR]
 //	               [-scale-small 1000] [-scale-large 1000000]
-//	               [-fanout-small 100] [-fanout-large 1000] [-fanout-reps 3]
+//	               [-fanout-small 100] [-fanout-large 1000] [-fanout-reps 5]
 //	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c,f,g] [-cpuprofile-dir DIR]
 //	               [-scale-small 1000] [-scale-large 100000]
-//	               [-fanout-small 100] [-fanout-large 1000] [-fanout-reps 3]
+//	               [-fanout-small 100] [-fanout-large 1000] [-fanout-reps 5]
 //
 // Every workload is reported beside a raw driver baseline measured in the
 // same process during the same run, as a ratio, because absolute rates on
@@ -175,7 +175,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		"(default "+strconv.Itoa(pgScaleLarge)+" with -postgres)")
 	fs.IntVar(&f.fanSmall, "fanout-small", 100, "workload g: children of the small fan-out")
 	fs.IntVar(&f.fanLarge, "fanout-large", 1000, "workload g: children of the large fan-out")
-	fs.IntVar(&f.fanReps, "fanout-reps", 3, "workload g: measured repetitions of each size (the median is reported)")
+	fs.IntVar(&f.fanReps, "fanout-reps", 5, "workload g: measured repetitions of each size (the median is reported)")
 	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … g.prof) into this directory")
 	fs.StringVar(&f.postgres, "postgres", "", "run workloads a, b, c on PostgreSQL at this DSN, in fresh schemas dropped at the end "+
 		"(default: SQLite)")

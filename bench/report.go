@@ -385,6 +385,20 @@ func percentile(samples []time.Duration, p float64) time.Duration {
 // median is the 50th percentile.
 func median(samples []time.Duration) time.Duration { return percentile(samples, 50) }
 
+// medianOf is the median of xs (the mean of the middle two for an even
+// count), 0 for none.
+func medianOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 // mean is the arithmetic mean, 0 for none.
 func mean(xs []float64) float64 {
 	if len(xs) == 0 {

@@ -45,6 +45,9 @@ func (r *run) startProcess() {
 		cfg.Leases = &leaseView{r: r, p: p, inner: r.leases}
 		cfg.Heartbeat = -1
 	}
+	if r.sim.Configure != nil {
+		r.sim.Configure(&cfg)
+	}
 	rt, err := loom.New(cfg)
 	if err != nil {
 		panic("dst: building a runtime: " + err.Error()) // the config is the simulator's own

@@ -61,6 +61,13 @@ type Simulation struct {
 	// Middleware is put around every effect, outermost first, inside the
 	// kernel and outside the simulator's own ledger ring (the app's rings).
 	Middleware []effect.Middleware
+	// Configure, when set, is given each process's runtime configuration
+	// after the simulator has set its own fields, to add what the flows
+	// need (Effects, an Authorizer, a ResumeAuthenticator). It must leave
+	// the stores, clock, ids, flows, features, recovery, durability,
+	// middleware, observer and interleaver as they are: the simulation is
+	// theirs.
+	Configure func(cfg *loom.Config)
 	// Attempts is how many replays Shrink gives a candidate schedule
 	// before it counts it as passing (default 1). A failure that depends
 	// on how the Go scheduler interleaved the code under test (a race in
