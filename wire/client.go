@@ -96,6 +96,18 @@ func (c *Client) Cancel(ctx context.Context, p CancelParams) (CancelResult, erro
 	return r, c.Call(ctx, MethodCancel, p, &r)
 }
 
+// Send calls execution.send (1.4.0).
+func (c *Client) Send(ctx context.Context, p SendParams) (SendResult, error) {
+	var r SendResult
+	return r, c.Call(ctx, MethodSend, p, &r)
+}
+
+// Recover calls runtime.recover (1.4.0).
+func (c *Client) Recover(ctx context.Context) (RecoverResult, error) {
+	var r RecoverResult
+	return r, c.Call(ctx, MethodRecover, struct{}{}, &r)
+}
+
 // Fork calls execution.fork.
 func (c *Client) Fork(ctx context.Context, p ForkParams) (ForkResult, error) {
 	var r ForkResult

@@ -42,7 +42,7 @@
 // stored payload that is not UTF-8) is replaced by CodeInternal, and an
 // event stream ends with an internal-error event instead.
 //
-// # Methods (wire ABI 1.3.0)
+// # Methods (wire ABI 1.4.0)
 //
 //	method               params                                          result
 //	loom.handshake       —                                               {wireAbiVersion, kernelAbiVersion, syscalls, eventSchemaVersion, methods, maxRequestBytes, maxEventsPage, flows}
@@ -58,6 +58,8 @@
 //	execution.watch      {executionId}                                   a text/event-stream of states (below)
 //	readmodel.query      {kind, where?, after?, limit?}                  {rows: [row…], next?, digest}
 //	readmodel.watch      {kind, where?, after?, limit?}                  a text/event-stream of pages (below)
+//	execution.send       {executionId, topic, payload?}                  {executionId}
+//	runtime.recover      —                                               {recovered}
 //
 // state is always fold.Encode's canonical JSON ({status, frames, variables,
 // sequence, startedAt, updatedAt}), byte-identical on every conforming

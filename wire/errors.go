@@ -57,6 +57,7 @@ const (
 	CodeConflict             = -32062 // store.ErrSequenceConflict: another writer moved the log; retry
 	CodeSubscribeUnsupported = -32070 // the event store cannot follow a log
 	CodeNotConfigured        = -32071 // *loom.NotConfiguredError: the app's runtime lacks a store or feature (1.1.0)
+	CodeSendRefused          = -32021 // *loom.SendRefusedError: the execution has ended, so no message reaches it (1.4.0)
 )
 
 // refusalCodes maps the ingress gate's reasons to their codes.
@@ -196,6 +197,7 @@ func errorFor(err error) (e *Error, internal bool) {
 		je   *loom.JournalError
 		rng  *rangeError
 		irm  *store.InvalidReadModelError
+		sr   *loom.SendRefusedError
 	)
 	switch {
 	case errors.As(err, &we):
@@ -226,6 +228,9 @@ func errorFor(err error) (e *Error, internal bool) {
 		return newError(CodeSequenceOutOfRange, "sequence "+strconv.FormatInt(rng.at, 10)+" is past the end of the log of "+
 			strconv.Quote(rng.id)+" (last #"+strconv.FormatInt(rng.last, 10)+")",
 			map[string]any{"executionId": rng.id, "at": rng.at, "last": rng.last}), false
+	case errors.As(err, &sr):
+		return newError(CodeSendRefused, "no message reaches execution "+strconv.Quote(sr.ExecutionID)+": "+sr.Reason+
+			"; nothing was sent", map[string]any{"executionId": sr.ExecutionID, "reason": sr.Reason}), false
 	case errors.As(err, &irm):
 		return newError(CodeInvalidParams, "invalid read-model query: "+irm.Field+": "+irm.Reason+"; nothing was read",
 			map[string]any{"field": irm.Field, "reason": irm.Reason}), false

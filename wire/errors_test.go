@@ -92,20 +92,20 @@ func TestErrorMessagesStayQuiet(t *testing.T) {
 // TestVersionPinsProtocol fails when the methods or the error codes change
 // without a new Version (and this pin) — the wire ABI's K1-style pin.
 func TestVersionPinsProtocol(t *testing.T) {
-	const pinned = "1.3.0"
+	const pinned = "1.4.0"
 	methods := []string{"loom.handshake", "execution.start", "execution.resume", "execution.cancel",
 		"execution.fork", "execution.state", "execution.events", "execution.subscribe", "execution.resolve", "execution.gate",
-		"execution.watch", "readmodel.query", "readmodel.watch"}
+		"execution.watch", "readmodel.query", "readmodel.watch", "execution.send", "runtime.recover"}
 	codes := []int{CodeParseError, CodeInvalidRequest, CodeMethodNotFound, CodeInvalidParams, CodeInternal,
 		CodeUnauthenticated, CodeDenied, CodeRequestTooLarge, CodeResumeRefused, CodeKernelEventType,
 		CodeNotSuspended, CodeGateMismatch, CodeNotRecoverable, CodeNullAfterFailure, CodeTimerNotAllowed,
 		CodeTerminal, CodeResumeUnauthorized, CodeBusy, CodePayloadInvalid, CodeExecutionNotFound,
 		CodeExecutionExists, CodeUnknownFlow, CodeSequenceOutOfRange, CodeFlowCodeMismatch, CodeInvalidInput, CodePayloadTooLarge,
 		CodeDeadlineExceeded, CodeCancelled, CodeUnavailable, CodeStoreFailed, CodeConflict, CodeSubscribeUnsupported,
-		CodeNotConfigured}
+		CodeNotConfigured, CodeSendRefused}
 	want := []int{-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003, -32010, -32011, -32012, -32013,
 		-32014, -32015, -32016, -32017, -32018, -32019, -32020, -32030, -32031, -32032, -32033, -32034, -32040, -32041,
-		-32050, -32051, -32060, -32061, -32062, -32070, -32071}
+		-32050, -32051, -32060, -32061, -32062, -32070, -32071, -32021}
 	if Version != pinned || !slices.Equal(Methods(), methods) || !slices.Equal(codes, want) {
 		t.Fatalf("the wire protocol changed: Version %s, methods %v, codes %v; bump Version (MINOR for additions, MAJOR otherwise) and update this pin and doc.go", Version, Methods(), codes)
 	}

@@ -76,6 +76,21 @@ func (h *handler) dispatch(ctx context.Context, method string, params json.RawMe
 			return nil, err
 		}
 		return h.gate(ctx, p)
+	case MethodSend:
+		var p SendParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.send(ctx, p)
+	case MethodRecover:
+		if err := decodeParams(params, &struct{}{}, false); err != nil {
+			return nil, err
+		}
+		n, err := h.rt.Recover(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return RecoverResult{Recovered: n}, nil
 	case MethodReadModelQuery:
 		var p ReadModelQueryParams
 		if err := decodeParams(params, &p, true); err != nil {
@@ -121,6 +136,24 @@ func (h *handler) start(ctx context.Context, p StartParams) (StartResult, error)
 		return StartResult{}, err
 	}
 	return StartResult{ExecutionID: id, State: h.settled(ctx, id, p.Wait)}, nil
+}
+
+func (h *handler) send(ctx context.Context, p SendParams) (SendResult, error) {
+	if err := requireID("executionId", p.ExecutionID); err != nil {
+		return SendResult{}, err
+	}
+	if p.Topic == "" {
+		return SendResult{}, invalidParams("topic is required (the inbox topic the flow receives on)")
+	}
+	payload := json.RawMessage("null")
+	if len(p.Payload) > 0 {
+		payload = p.Payload
+	}
+	// The runtime's Authorizer, when the app has one, decides a "send".
+	if err := h.rt.Send(ctx, p.ExecutionID, p.Topic, payload); err != nil {
+		return SendResult{}, err
+	}
+	return SendResult{ExecutionID: p.ExecutionID}, nil
 }
 
 func (h *handler) resume(ctx context.Context, p ResumeParams) (ResumeResult, error) {

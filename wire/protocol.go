@@ -22,17 +22,18 @@ import (
 // field and need, flows); nothing was renamed or removed. 1.2.0 added
 // execution.watch, a live query of an execution's folded state. 1.3.0 added
 // readmodel.query and readmodel.watch, one page of read models and its live
-// form.
-const Version = "1.3.0"
+// form. 1.4.0 added execution.send (a message to an execution's inbox),
+// runtime.recover (one recovery pass) and the code CodeSendRefused.
+const Version = "1.4.0"
 
 // Path is where Handler answers when an app mounts it at the root: every
 // JSON-RPC request, including the subscribe stream, is a POST to Path.
 const Path = "/rpc"
 
-// The methods of wire ABI 1.3.0: one per syscall-ABI entry point a client
+// The methods of wire ABI 1.4.0: one per syscall-ABI entry point a client
 // outside the process may call, the handshake, and the read-model queries.
 // Resolve and Gate came with 1.1.0, Watch with 1.2.0, ReadModelQuery and
-// ReadModelWatch with 1.3.0.
+// ReadModelWatch with 1.3.0, Send and Recover with 1.4.0.
 const (
 	MethodHandshake = "loom.handshake"
 	MethodStart     = "execution.start"
@@ -45,6 +46,8 @@ const (
 	MethodResolve   = "execution.resolve"
 	MethodGate      = "execution.gate"
 	MethodWatch     = "execution.watch"
+	MethodSend      = "execution.send"
+	MethodRecover   = "runtime.recover"
 
 	MethodReadModelQuery = "readmodel.query"
 	MethodReadModelWatch = "readmodel.watch"
@@ -55,7 +58,7 @@ const (
 func Methods() []string {
 	return []string{MethodHandshake, MethodStart, MethodResume, MethodCancel, MethodFork,
 		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate, MethodWatch,
-		MethodReadModelQuery, MethodReadModelWatch}
+		MethodReadModelQuery, MethodReadModelWatch, MethodSend, MethodRecover}
 }
 
 // Handshake is the result of loom.handshake: what a client feature-detects
@@ -149,6 +152,28 @@ type CancelParams struct {
 // CancelResult is the result of execution.cancel: the cancel is durable.
 type CancelResult struct {
 	ExecutionID string `json:"executionId"`
+}
+
+// SendParams are the params of execution.send (1.4.0).
+type SendParams struct {
+	ExecutionID string `json:"executionId"`
+	// Topic is the inbox topic the flow receives or selects on.
+	Topic string `json:"topic"`
+	// Payload is the message (any JSON; absent is null).
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// SendResult is the result of execution.send: the message is durable in
+// the inbox of ExecutionID, the chain's live head (a message to an
+// execution that continued as new goes to its successor).
+type SendResult struct {
+	ExecutionID string `json:"executionId"`
+}
+
+// RecoverResult is the result of runtime.recover (1.4.0): how many
+// executions the pass re-drove or started.
+type RecoverResult struct {
+	Recovered int `json:"recovered"`
 }
 
 // ForkParams are the params of execution.fork.

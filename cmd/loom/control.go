@@ -255,6 +255,87 @@ func (c *cli) cancelCommand() *cobra.Command {
 	return cmd
 }
 
+func (c *cli) sendCommand() *cobra.Command {
+	var (
+		r              remote
+		topic, payload string
+	)
+	cmd := &cobra.Command{
+		Use:   "send <id> --topic TOPIC [--payload JSON]",
+		Short: "Send a message to an execution's inbox",
+		Long: `send appends --payload (JSON, default null) to the inbox topic --topic of
+the execution, through the app at --addr, and returns once the message is
+durable; a flow parked receiving on that topic is woken. A message to an
+execution that continued as new goes to its chain's live head. One to an
+execution that has ended is refused (exit 5) and nothing is sent. The app
+needs Features.Inbox.`,
+		Args: c.args("id"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if topic == "" {
+				return usagef("--topic is required: the inbox topic the flow receives on")
+			}
+			raw, err := jsonFlag("--payload", payload, `'{"sku": "mug"}'`)
+			if err != nil {
+				return err
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := r.call(c)
+			defer cancel()
+			res, err := cl.Send(ctx, wire.SendParams{ExecutionID: a[0], Topic: topic, Payload: raw})
+			if err != nil {
+				return r.reach(err)
+			}
+			if c.json {
+				return c.printJSON(res)
+			}
+			fmt.Fprintf(c.stdout, "Sent to %s on topic %s; the message is durable.\n", res.ExecutionID, topic)
+			return nil
+		},
+	}
+	r.flags(cmd)
+	cmd.Flags().StringVar(&topic, "topic", "", "the inbox `topic`")
+	cmd.Flags().StringVar(&payload, "payload", "", "the message as `JSON` (default null)")
+	return cmd
+}
+
+func (c *cli) recoverCommand() *cobra.Command {
+	var r remote
+	cmd := &cobra.Command{
+		Use:   "recover",
+		Short: "Run one recovery pass in a running app",
+		Long: `recover asks the app at --addr for one recovery pass (Runtime.Recover): every
+execution a stopped process left running is re-driven from its log
+(EXECUTION_RECOVERED; completed steps are served, not run again), a
+continued execution's missing successor is started, and a parked execution
+whose message or child's end arrived while no process listened is answered.
+It prints how many executions it re-drove or started. Apps recover on
+their own at start and every Recovery.Interval; this is for now.`,
+		Args: c.args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := r.call(c)
+			defer cancel()
+			res, err := cl.Recover(ctx)
+			if err != nil {
+				return r.reach(err)
+			}
+			if c.json {
+				return c.printJSON(res)
+			}
+			fmt.Fprintf(c.stdout, "Recovered %d execution(s).\n", res.Recovered)
+			return nil
+		},
+	}
+	r.flags(cmd)
+	return cmd
+}
+
 func (c *cli) forkCommand() *cobra.Command {
 	var (
 		r              remote

@@ -124,7 +124,7 @@ func wireStatus(e *wire.Error) int {
 	case wire.CodeExecutionNotFound, wire.CodeUnknownFlow, wire.CodeSequenceOutOfRange:
 		return exitNotFound
 	case wire.CodeUnauthenticated, wire.CodeDenied, wire.CodePayloadInvalid, wire.CodeExecutionExists,
-		wire.CodeFlowCodeMismatch:
+		wire.CodeFlowCodeMismatch, wire.CodeSendRefused:
 		return exitRefused
 	case wire.CodeInvalidParams, wire.CodeInvalidInput, wire.CodePayloadTooLarge, wire.CodeRequestTooLarge:
 		return exitUsage
