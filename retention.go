@@ -7,9 +7,11 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loom-kernel/loom/event"
+	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -20,7 +22,8 @@ import (
 type RetentionPolicy struct {
 	// TerminalTTL, when positive, deletes an ended execution (completed,
 	// failed, cancelled, or continued as new) whose end event is older
-	// than this: its log and its snapshots. An execution a branch ref
+	// than this: its log and its snapshots, and with the chain's last
+	// execution the chain's inbox streams. An execution a branch ref
 	// points at is kept. The archive keeps what compaction moved, unless
 	// DeleteArchived.
 	TerminalTTL time.Duration
@@ -162,6 +165,10 @@ type RetentionReport struct {
 	Snapshots int `json:"snapshots"`
 	// Messages moved out of inbox streams (TrimConsumedMessages).
 	Messages int `json:"messages"`
+	// InboxStreams deleted with the executions whose chain they served:
+	// an execution that ended without continuing takes its chain's
+	// streams with it (a continued one leaves them to its successor).
+	InboxStreams int `json:"inboxStreams"`
 	// Kept counts ended executions past the TTL that a branch ref keeps.
 	KeptByRef int `json:"keptByRef"`
 }
@@ -221,11 +228,16 @@ func (rt *Runtime) ApplyRetention(ctx context.Context, p RetentionPolicy, dryRun
 				if expired && pinned[x.ExecutionID] {
 					rep.KeptByRef++
 				} else if expired {
+					streams, err := rt.chainStreams(ctx, x)
+					if err != nil {
+						return rep, err
+					}
 					if !dryRun {
-						if err := rt.deleteExecution(ctx, deleter, archived, x.ExecutionID); err != nil {
+						if err := rt.deleteExecution(ctx, deleter, archived, x.ExecutionID, streams); err != nil {
 							return rep, err
 						}
 					}
+					rep.InboxStreams += len(streams)
 					rep.Executions = append(rep.Executions, x.ExecutionID)
 					rep.Events += x.Length - rt.trimPoint(ctx, x.ExecutionID)
 					continue
@@ -281,12 +293,52 @@ func (rt *Runtime) endedBefore(ctx context.Context, x store.ExecutionInfo, cutof
 	return false, nil
 }
 
-// deleteExecution removes an ended execution's log and snapshots (the
-// snapshots first: a log without snapshots is whole, a snapshot without
-// its log would be served to nobody but is never read).
-func (rt *Runtime) deleteExecution(ctx context.Context, deleter store.ExecutionDeleter, archived store.ArchiveDeleter, id string) error {
+// chainStreams lists the inbox streams an expired execution takes with it
+// when it is deleted: its chain's, unless it continued as new (its
+// successor reads them on). Streams are keyed by the chain's first
+// execution, in id order after their common prefix, so one short listing
+// finds them.
+func (rt *Runtime) chainStreams(ctx context.Context, x store.ExecutionInfo) ([]string, error) {
+	// Whatever Features.Inbox says now: a runtime that wrote them may
+	// have had it on.
+	l, err := rt.load(ctx, x.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	if l.state.Status == fold.StatusContinued {
+		return nil, nil
+	}
+	prefix := streamID(chainOf(x.ExecutionID, l.state), "")
+	var out []string
+	for after := prefix; ; {
+		page, err := rt.cfg.Events.ListExecutions(ctx, after, 256)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Executions {
+			if !strings.HasPrefix(e.ExecutionID, prefix) {
+				return out, nil
+			}
+			out = append(out, e.ExecutionID)
+		}
+		if after = page.Next; after == "" {
+			return out, nil
+		}
+	}
+}
+
+// deleteExecution removes an ended execution's log, snapshots and the
+// inbox streams it takes with it (the snapshots and streams first: a log
+// without them is whole and the next pass deletes it, while a stream whose
+// log is gone would be listed by nothing any more).
+func (rt *Runtime) deleteExecution(ctx context.Context, deleter store.ExecutionDeleter, archived store.ArchiveDeleter, id string, streams []string) error {
 	if err := rt.authorize(ctx, "delete", id, "", true); err != nil {
 		return err
+	}
+	for _, s := range streams {
+		if err := deleter.DeleteExecution(ctx, s); err != nil {
+			return fmt.Errorf("loom: retention: deleting the inbox stream %q of %q: %w", s, id, err)
+		}
 	}
 	if archived != nil {
 		// Before the log: a crash in between leaves a log the next pass

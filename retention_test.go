@@ -237,3 +237,93 @@ func TestApplyRetentionRefusesWhatItsStoresCannotDo(t *testing.T) {
 		t.Fatal("a refused retention deleted")
 	}
 }
+
+// An expired execution takes its inbox streams with it, and a chain's
+// streams go with the chain's last execution, never while a successor may
+// read them; an execution that has not expired keeps its own.
+func TestApplyRetentionDeletesTheInboxStreamsOfAnEndedChain(t *testing.T) {
+	ctx := context.Background()
+	events, clock := memstore.NewEventStore(), &fakeClock{now: time.UnixMilli(1_800_000_000_000)}
+	// relay receives one message, and continues as new once with it.
+	relay := loom.NewFlow("relay", func(c *loom.Context, hops int) (string, error) {
+		v, err := loom.Receive[string](c, "in")
+		if err != nil || hops > 0 {
+			return v, err
+		}
+		return "", c.ContinueAsNew(hops + 1)
+	})
+	rt, err := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{relay}, Clock: clock,
+		Features: loom.Features{Inbox: true, ContinueAsNew: true}, Recovery: loom.Recovery{Disabled: true},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	streamsOf := func() []string {
+		var out []string
+		page, err := events.ListExecutions(ctx, "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range page.Executions {
+			if store.IsInboxStream(x.ExecutionID) {
+				out = append(out, x.ExecutionID)
+			}
+		}
+		return out
+	}
+	// The chain: a's message, then its successor's.
+	if _, err := rt.Start(ctx, "relay", 0, loom.WithExecutionID("a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.WaitForSuspend(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Send(ctx, "a", "in", "one"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rt.WaitForSettled(ctx, "a")
+	if err != nil || st.Status != "continued" {
+		t.Fatalf("a: %v, %v; want it continued", st.Status, err)
+	}
+	next := st.Variables.ContinuedTo
+	if _, err := rt.WaitForSuspend(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Send(ctx, next, "in", "two"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.WaitForCompletion(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(48 * time.Hour)
+	// b has not expired: its stream stays.
+	if _, err := rt.Start(ctx, "relay", 1, loom.WithExecutionID("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.WaitForSuspend(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Send(ctx, "b", "in", "three"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.WaitForCompletion(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(streamsOf()); n != 2 {
+		t.Fatalf("inbox streams before: %v, want the chain's and b's", streamsOf())
+	}
+	policy := loom.RetentionPolicy{TerminalTTL: 24 * time.Hour}
+	dry, err := rt.ApplyRetention(ctx, policy, true)
+	if err != nil || dry.InboxStreams != 1 || len(streamsOf()) != 2 {
+		t.Fatalf("dry run: %+v %v; streams %v", dry, err, streamsOf())
+	}
+	rep, err := rt.ApplyRetention(ctx, policy, false)
+	if err != nil || !slices.Equal(rep.Executions, []string{"a", next}) || rep.InboxStreams != 1 {
+		t.Fatalf("run: %+v %v", rep, err)
+	}
+	left := streamsOf()
+	if len(left) != 1 || !strings.Contains(left[0], ":b:") {
+		t.Fatalf("inbox streams after: %v, want b's alone", left)
+	}
+}

@@ -120,13 +120,23 @@ func (c *cli) retentionCommand() *cobra.Command {
 	run := &cobra.Command{
 		Use:   "run --store <store> --policy <file> [--dry-run]",
 		Short: "Delete what a retention policy says has expired; --dry-run only counts it",
-		Long: `retention run applies a retention policy (a JSON file: terminalTtl, keepSnapshots;
-see docs/lifecycle.md) to the store: ended executions past their TTL are
-deleted (log and snapshots; one a branch ref points at is kept), and each
-execution's snapshots are pruned to the latest keepSnapshots, its compaction
-checkpoint always kept. With --dry-run nothing changes and the counts say what
-would go. A policy with an unknown member or a negative duration is refused
-before the store is opened.`,
+		Long: `retention run applies a retention policy to the store. The policy is a JSON
+file (docs/lifecycle.md) whose members, all optional, are:
+
+  terminalTtl           a duration ("720h"): delete ended executions whose end
+                        is older (log and snapshots, and with a chain's last
+                        execution its inbox streams; one a branch ref points
+                        at is kept)
+  deleteArchived        true: with terminalTtl, delete their archived
+                        (compacted) history too (default: the archive stays)
+  keepSnapshots         a count: prune each execution's snapshots to the
+                        latest ones, its compaction checkpoint always kept
+  trimConsumedMessages  true: move consumed inbox messages into the archive
+  contentUnpinnedAfter  reserved; a positive value is refused
+
+With --dry-run nothing changes and the counts say what would go. A policy
+with an unknown member or a negative duration is refused before the store is
+opened.`,
 		Args: c.args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if policyFile == "" {
@@ -152,8 +162,8 @@ before the store is opened.`,
 				if dryRun {
 					verb = "would delete"
 				}
-				fmt.Fprintf(c.stdout, "%s %d ended executions (%d events) and %d snapshots in %s; %d kept by a branch ref\n",
-					verb, len(rep.Executions), rep.Events, rep.Snapshots, w.name, rep.KeptByRef)
+				fmt.Fprintf(c.stdout, "%s %d ended executions (%d events), %d inbox streams and %d snapshots in %s; %d kept by a branch ref\n",
+					verb, len(rep.Executions), rep.Events, rep.InboxStreams, rep.Snapshots, w.name, rep.KeptByRef)
 				return nil
 			})
 		},
