@@ -260,7 +260,10 @@ func (rt *Runtime) fire(ctx context.Context, t store.Timer) (bool, error) {
 		// TimerStore must register the same handlers (HandleTimers).
 		rt.cfg.Logger.Warn("loom: no handler for a due timer; dropped", "key", t.Key)
 	}
-	_, err := rt.cfg.Timers.Delete(ctx, t.Key, t.WakeAt)
+	// Handled: the delete must follow even when Close cancels ctx right
+	// now (a durable answer whose timer stayed would be fired again at the
+	// next start, and refused); Close waits for this goroutine.
+	_, err := rt.cfg.Timers.Delete(context.WithoutCancel(ctx), t.Key, t.WakeAt)
 	return true, err
 }
 

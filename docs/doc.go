@@ -8,7 +8,10 @@
 //     examples/hello/main.go, character for character, from its package
 //     clause on;
 //   - TestRelativeLinksResolve checks that every relative link points at a
-//     file that exists, and that the README links every page of the tour.
+//     file that exists, and that the README links every page of the tour;
+//   - TestConformanceIndexNamesRealTests checks that every test
+//     conformance.md cites for a clause of the kernel spec exists in the
+//     package it names, and that the page's counts match its rows.
 //
 // A block that is deliberately partial (an excerpt with …) is marked with an
 // HTML comment on the line right before its fence, and is skipped:

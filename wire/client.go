@@ -102,6 +102,12 @@ func (c *Client) Send(ctx context.Context, p SendParams) (SendResult, error) {
 	return r, c.Call(ctx, MethodSend, p, &r)
 }
 
+// ResumeAs calls execution.resumeAs (1.4.0).
+func (c *Client) ResumeAs(ctx context.Context, p ResumeAsParams) (ResumeAsResult, error) {
+	var r ResumeAsResult
+	return r, c.Call(ctx, MethodResumeAs, p, &r)
+}
+
 // Recover calls runtime.recover (1.4.0).
 func (c *Client) Recover(ctx context.Context) (RecoverResult, error) {
 	var r RecoverResult

@@ -59,6 +59,7 @@
 //	readmodel.query      {kind, where?, after?, limit?}                  {rows: [row…], next?, digest}
 //	readmodel.watch      {kind, where?, after?, limit?}                  a text/event-stream of pages (below)
 //	execution.send       {executionId, topic, payload?}                  {executionId}
+//	execution.resumeAs   {executionId, flowId?, input?, eventType?, payload?, credentials?, wait?}  {executionId, state?}
 //	runtime.recover      —                                               {recovered}
 //
 // state is always fold.Encode's canonical JSON ({status, frames, variables,

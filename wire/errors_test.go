@@ -95,7 +95,7 @@ func TestVersionPinsProtocol(t *testing.T) {
 	const pinned = "1.4.0"
 	methods := []string{"loom.handshake", "execution.start", "execution.resume", "execution.cancel",
 		"execution.fork", "execution.state", "execution.events", "execution.subscribe", "execution.resolve", "execution.gate",
-		"execution.watch", "readmodel.query", "readmodel.watch", "execution.send", "runtime.recover"}
+		"execution.watch", "readmodel.query", "readmodel.watch", "execution.send", "execution.resumeAs", "runtime.recover"}
 	codes := []int{CodeParseError, CodeInvalidRequest, CodeMethodNotFound, CodeInvalidParams, CodeInternal,
 		CodeUnauthenticated, CodeDenied, CodeRequestTooLarge, CodeResumeRefused, CodeKernelEventType,
 		CodeNotSuspended, CodeGateMismatch, CodeNotRecoverable, CodeNullAfterFailure, CodeTimerNotAllowed,

@@ -40,7 +40,7 @@ func TestHandshakeRaw(t *testing.T) {
 	}
 	want := []string{"loom.handshake", "execution.start", "execution.resume", "execution.cancel", "execution.fork",
 		"execution.state", "execution.events", "execution.subscribe", "execution.resolve", "execution.gate", "execution.watch",
-		"readmodel.query", "readmodel.watch", "execution.send", "runtime.recover"}
+		"readmodel.query", "readmodel.watch", "execution.send", "execution.resumeAs", "runtime.recover"}
 	if !slices.Equal(methods, want) {
 		t.Fatalf("methods %v, want %v", methods, want)
 	}

@@ -82,6 +82,12 @@ func (h *handler) dispatch(ctx context.Context, method string, params json.RawMe
 			return nil, err
 		}
 		return h.send(ctx, p)
+	case MethodResumeAs:
+		var p ResumeAsParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		return h.resumeAs(ctx, p)
 	case MethodRecover:
 		if err := decodeParams(params, &struct{}{}, false); err != nil {
 			return nil, err
@@ -154,6 +160,29 @@ func (h *handler) send(ctx context.Context, p SendParams) (SendResult, error) {
 		return SendResult{}, err
 	}
 	return SendResult{ExecutionID: p.ExecutionID}, nil
+}
+
+func (h *handler) resumeAs(ctx context.Context, p ResumeAsParams) (ResumeAsResult, error) {
+	if err := requireID("executionId", p.ExecutionID); err != nil {
+		return ResumeAsResult{}, err
+	}
+	var opts []loom.ResumeOption
+	if p.FlowID != "" {
+		opts = append(opts, loom.OntoFlow(p.FlowID))
+	}
+	if len(p.Input) > 0 {
+		input := p.Input
+		opts = append(opts, loom.MigrateInput(func(json.RawMessage) (json.RawMessage, error) { return input, nil }))
+	}
+	ev := loom.ResumeEvent{EventType: p.EventType, Payload: p.Payload, Credentials: p.Credentials}
+	err := h.rt.ResumeAs(ctx, p.ExecutionID, ev, opts...)
+	if p.FlowID != "" && errors.Is(err, loom.ErrUnknownFlow) {
+		return ResumeAsResult{}, h.unknownFlow(p.FlowID)
+	}
+	if err != nil {
+		return ResumeAsResult{}, err
+	}
+	return ResumeAsResult{ExecutionID: p.ExecutionID, State: h.settled(ctx, p.ExecutionID, p.Wait)}, nil
 }
 
 func (h *handler) resume(ctx context.Context, p ResumeParams) (ResumeResult, error) {

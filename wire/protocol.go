@@ -23,6 +23,7 @@ import (
 // execution.watch, a live query of an execution's folded state. 1.3.0 added
 // readmodel.query and readmodel.watch, one page of read models and its live
 // form. 1.4.0 added execution.send (a message to an execution's inbox),
+// execution.resumeAs (re-open an execution, onto another flow or input),
 // runtime.recover (one recovery pass) and the code CodeSendRefused.
 const Version = "1.4.0"
 
@@ -33,7 +34,7 @@ const Path = "/rpc"
 // The methods of wire ABI 1.4.0: one per syscall-ABI entry point a client
 // outside the process may call, the handshake, and the read-model queries.
 // Resolve and Gate came with 1.1.0, Watch with 1.2.0, ReadModelQuery and
-// ReadModelWatch with 1.3.0, Send and Recover with 1.4.0.
+// ReadModelWatch with 1.3.0, Send, ResumeAs and Recover with 1.4.0.
 const (
 	MethodHandshake = "loom.handshake"
 	MethodStart     = "execution.start"
@@ -47,6 +48,7 @@ const (
 	MethodGate      = "execution.gate"
 	MethodWatch     = "execution.watch"
 	MethodSend      = "execution.send"
+	MethodResumeAs  = "execution.resumeAs"
 	MethodRecover   = "runtime.recover"
 
 	MethodReadModelQuery = "readmodel.query"
@@ -58,7 +60,7 @@ const (
 func Methods() []string {
 	return []string{MethodHandshake, MethodStart, MethodResume, MethodCancel, MethodFork,
 		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate, MethodWatch,
-		MethodReadModelQuery, MethodReadModelWatch, MethodSend, MethodRecover}
+		MethodReadModelQuery, MethodReadModelWatch, MethodSend, MethodResumeAs, MethodRecover}
 }
 
 // Handshake is the result of loom.handshake: what a client feature-detects
@@ -168,6 +170,30 @@ type SendParams struct {
 // execution that continued as new goes to its successor).
 type SendResult struct {
 	ExecutionID string `json:"executionId"`
+}
+
+// ResumeAsParams are the params of execution.resumeAs (1.4.0): re-open
+// ExecutionID (loom.Runtime.ResumeAs), onto FlowID when given
+// (loom.OntoFlow), with Input replacing the recorded input when given
+// (recorded as EXECUTION_MIGRATED first). A crashed execution is
+// re-driven, an ended one re-opened; a parked one needs EventType and
+// Payload, its gate's answer under the target flow's schema.
+type ResumeAsParams struct {
+	ExecutionID string          `json:"executionId"`
+	FlowID      string          `json:"flowId,omitempty"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	EventType   string          `json:"eventType,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	Credentials json.RawMessage `json:"credentials,omitempty"`
+	// Wait: as StartParams.Wait.
+	Wait bool `json:"wait,omitempty"`
+}
+
+// ResumeAsResult is the result of execution.resumeAs: the re-opening is
+// durable.
+type ResumeAsResult struct {
+	ExecutionID string          `json:"executionId"`
+	State       json.RawMessage `json:"state,omitempty"`
 }
 
 // RecoverResult is the result of runtime.recover (1.4.0): how many

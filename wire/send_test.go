@@ -38,7 +38,8 @@ func newInboxEnv(t *testing.T, features loom.Features) *inboxEnv {
 		}
 		return got, nil
 	})
-	rt, err := loom.New(loom.Config{Events: e.events, Flows: []*loom.Flow{collect}, Features: features,
+	echo := loom.NewFlow("echo", func(c *loom.Context, n int) (int, error) { return n, nil })
+	rt, err := loom.New(loom.Config{Events: e.events, Flows: []*loom.Flow{collect, echo}, Features: features,
 		Recovery: loom.Recovery{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -146,5 +147,41 @@ func TestRecoverOverTheWire(t *testing.T) {
 	var we *wire.Error
 	if err := e.cl.Call(ctx, wire.MethodRecover, map[string]any{"all": true}, nil); !errors.As(err, &we) || we.Code != wire.CodeInvalidParams {
 		t.Fatalf("recover with an unknown param: %v, want CodeInvalidParams", err)
+	}
+}
+
+// execution.resumeAs re-opens an ended execution, here with its input
+// replaced (EXECUTION_MIGRATED), and drives it again; onto a flow the app
+// does not register it is refused and records nothing.
+func TestResumeAsOverTheWire(t *testing.T) {
+	e := newInboxEnv(t, loom.Features{})
+	ctx := testContext(t)
+	if _, err := e.cl.Start(ctx, wire.StartParams{FlowID: "echo", ExecutionID: "e1", Input: json.RawMessage(`3`), Wait: true}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := store.Read(ctx, e.events, "e1")
+	var we *wire.Error
+	for name, tc := range map[string]struct {
+		p    wire.ResumeAsParams
+		code int
+	}{
+		"onto an unknown flow": {wire.ResumeAsParams{ExecutionID: "e1", FlowID: "nothing"}, wire.CodeUnknownFlow},
+		"of nobody":            {wire.ResumeAsParams{ExecutionID: "nobody"}, wire.CodeExecutionNotFound},
+		"without an id":        {wire.ResumeAsParams{}, wire.CodeInvalidParams},
+	} { //loom:order-independent each case is separate
+		if _, err := e.cl.ResumeAs(ctx, tc.p); !errors.As(err, &we) || we.Code != tc.code {
+			t.Errorf("resumeAs %s: %v, want code %d", name, err, tc.code)
+		}
+	}
+	if after, _ := store.Read(ctx, e.events, "e1"); len(after) != len(before) {
+		t.Fatalf("a refused resumeAs appended: %d -> %d events", len(before), len(after))
+	}
+	res, err := e.cl.ResumeAs(ctx, wire.ResumeAsParams{ExecutionID: "e1", Input: json.RawMessage(`7`), Wait: true})
+	if err != nil || res.ExecutionID != "e1" {
+		t.Fatalf("resumeAs: %+v, %v", res, err)
+	}
+	out, err := e.rt.WaitForCompletion(ctx, "e1")
+	if err != nil || string(out.Output) != "7" {
+		t.Fatalf("the re-opened execution: %s, %v; want it completed with its new input 7", out.Output, err)
 	}
 }

@@ -301,6 +301,61 @@ needs Features.Inbox.`,
 	return cmd
 }
 
+func (c *cli) resumeAsCommand() *cobra.Command {
+	var (
+		r                                 remote
+		flowID, input, eventType, payload string
+		wait                              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "resume-as <id> [--flow FLOW] [--input JSON] [--event GATE --payload JSON]",
+		Short: "Re-open an execution, onto another flow or with a new input",
+		Long: `resume-as re-opens the execution through the app at --addr (Runtime.ResumeAs):
+a crashed one is re-driven, an ended one is re-opened and driven again, and
+a parked one is answered with --event and --payload under the target flow's
+schema. --flow moves it onto another registered flow (fixed code); --input
+(JSON) replaces its recorded input, recorded as EXECUTION_MIGRATED first.
+A refusal records nothing and exits 5.`,
+		Args: c.args("id"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			in, err := jsonFlag("--input", input, `'{"item": "tea"}'`)
+			if err != nil {
+				return err
+			}
+			raw, err := jsonFlag("--payload", payload, `'{"approved": true}'`)
+			if err != nil {
+				return err
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := r.call(c)
+			defer cancel()
+			res, err := cl.ResumeAs(ctx, wire.ResumeAsParams{ExecutionID: a[0], FlowID: flowID, Input: in, EventType: eventType, Payload: raw, Wait: wait})
+			if err != nil {
+				return r.reach(err)
+			}
+			if c.json {
+				return c.printJSON(res)
+			}
+			onto := ""
+			if flowID != "" {
+				onto = " onto flow " + flowID
+			}
+			fmt.Fprintf(c.stdout, "Re-opened %s%s.\n", a[0], onto)
+			return c.printSettled(a[0], res.State, wait)
+		},
+	}
+	r.flags(cmd)
+	cmd.Flags().StringVar(&flowID, "flow", "", "move the execution onto this registered `flow`")
+	cmd.Flags().StringVar(&input, "input", "", "replace the recorded input with this `JSON`")
+	cmd.Flags().StringVar(&eventType, "event", "", "for a parked execution: the gate to answer")
+	cmd.Flags().StringVar(&payload, "payload", "", "for a parked execution: the answer as `JSON`")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the execution parks again or ends")
+	return cmd
+}
+
 func (c *cli) recoverCommand() *cobra.Command {
 	var r remote
 	cmd := &cobra.Command{

@@ -69,7 +69,7 @@ compat), 4 not found, 5 refused or denied, 6 unsupported.`,
 		root.AddCommand(cmd)
 	}
 	for _, cmd := range []*cobra.Command{c.handshakeCommand(), c.startCommand(), c.resumeCommand(), c.gateCommand(),
-		c.resolveCommand(), c.sendCommand(), c.cancelCommand(), c.forkCommand(), c.recoverCommand()} {
+		c.resolveCommand(), c.sendCommand(), c.cancelCommand(), c.forkCommand(), c.resumeAsCommand(), c.recoverCommand()} {
 		cmd.GroupID = "control"
 		root.AddCommand(cmd)
 	}

@@ -24,7 +24,8 @@ func TestSendAndRecoverCommands(t *testing.T) {
 	collect := loom.NewFlow("shop.collect", func(c *loom.Context, _ struct{}) (string, error) {
 		return loom.Receive[string](c, "orders")
 	})
-	rt, err := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{collect}, Features: loom.Features{Inbox: true},
+	echo := loom.NewFlow("shop.echo", func(c *loom.Context, s string) (string, error) { return s, nil })
+	rt, err := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{collect, echo}, Features: loom.Features{Inbox: true},
 		Recovery: loom.Recovery{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -82,5 +83,20 @@ func TestSendAndRecoverCommands(t *testing.T) {
 	decodeJSON(t, mustLoom(t, bin, ctl("recover", "--json")...), &got)
 	if got.Recovered != 1 {
 		t.Fatalf("recover --json of a start nobody drove: %+v, want 1", got)
+	}
+
+	// resume-as: an ended execution re-opened with a new input.
+	mustLoom(t, bin, ctl("start", "shop.echo", "--id", "e-1", "--input", `"old"`)...)
+	if _, errOut, code := loomRun(t, bin, ctl("resume-as", "e-1", "--flow", "shop.nothing")...); code != exitNotFound || !strings.Contains(errOut, "shop.nothing") {
+		t.Fatalf("resume-as onto an unknown flow: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := loomRun(t, bin, ctl("resume-as", "e-1", "--input", "{old")...); code != exitUsage || !strings.Contains(errOut, "--input is not JSON") {
+		t.Fatalf("resume-as with a bad input: exit %d %s", code, errOut)
+	}
+	if out := mustLoom(t, bin, ctl("resume-as", "e-1", "--input", `"new"`)...); !strings.HasPrefix(out, "Re-opened e-1.\n") {
+		t.Fatalf("resume-as: %q", out)
+	}
+	if res, err := rt.WaitForCompletion(ctx, "e-1"); err != nil || string(res.Output) != `"new"` {
+		t.Fatalf("the re-opened execution: %s, %v; want it completed with its new input", res.Output, err)
 	}
 }
