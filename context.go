@@ -24,7 +24,18 @@ type Context struct {
 	clocks *branchCounters
 	scope  *scope // stops this goroutine when its Parallel block or run stops
 	block  *idSet // step ids of the enclosing root-level Parallel block
+	// causal is what this goroutine of the flow has seen happen before it
+	// in the current segment (guarded by drive.mu).
+	causal *causal
 }
+
+// causal is what came before a point of a flow's code, for the emit rules
+// of ADR 0102: a step or decision of the current segment ran live, and an
+// outcome replay does not serve ended. A Parallel branch starts from its
+// parent's and the parent takes its branches' in at the join, so what an
+// emit decides follows the code order of its own branch, never how
+// branches happen to interleave (spec §3, "never timing").
+type causal struct{ live, unserved bool }
 
 // branchCounters mint deterministic ids for a branch's implicit decisions
 // (loom.Now, loom.Random, NegotiateBudget) independently of interleaving.
@@ -71,7 +82,10 @@ func (c *Context) child(i int, sc *scope, block *idSet) *Context {
 	if c.branch != "" {
 		b = c.branch + "." + b
 	}
-	return &Context{drive: c.drive, branch: b, clocks: &branchCounters{}, scope: sc, block: block}
+	c.drive.mu.Lock()
+	inherited := *c.causal
+	c.drive.mu.Unlock()
+	return &Context{drive: c.drive, branch: b, clocks: &branchCounters{}, scope: sc, block: block, causal: &inherited}
 }
 
 // checkpoint is called at the start of every syscall: a sibling's suspend

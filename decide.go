@@ -44,13 +44,13 @@ func (c *Context) decide(id string, choose func() (any, error), meta map[string]
 	if r.verifying() {
 		r.reach(frontier{kind: frontierDecision, id: id})
 	}
-	r.beginLive()
+	r.beginLive(c)
 	v, err := choose()
 	var raw []byte
 	if err == nil {
 		raw, err = json.Marshal(v)
 	}
-	r.endLive(err != nil)
+	r.endLive(c, err != nil)
 	if err != nil {
 		return nil, fmt.Errorf("loom: decision %q: %w", id, err)
 	}

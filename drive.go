@@ -27,18 +27,16 @@ type drive struct {
 	simulate bool
 	root     *scope
 
-	mu          sync.Mutex
-	parked      bool  // this run committed EXECUTION_SUSPENDED
-	cancelled   bool  // Cancel committed EXECUTION_CANCELLED
-	abortErr    error // a journal failure: no terminal event is written
-	gates       int   // gate passthroughs consumed: the ADR 0102 segment
-	segmentLive bool  // a step or decision of the current segment ran live
-	emitCount   map[string]int
-	inFlight    int  // effects and deciders executing now
-	unserved    bool // an earlier step/decider ended in an outcome replay does not serve
-	div         *divergence.Detector
-	snapshotAt  int64      // sequence of the last park snapshot this run saved, -1 if none
-	successor   *successor // set by ContinueAsNew: the execution to start next
+	mu         sync.Mutex
+	parked     bool  // this run committed EXECUTION_SUSPENDED
+	cancelled  bool  // Cancel committed EXECUTION_CANCELLED
+	abortErr   error // a journal failure: no terminal event is written
+	gates      int   // gate passthroughs consumed: the ADR 0102 segment
+	emitCount  map[string]int
+	inFlight   int // effects and deciders executing now
+	div        *divergence.Detector
+	snapshotAt int64      // sequence of the last park snapshot this run saved, -1 if none
+	successor  *successor // set by ContinueAsNew: the execution to start next
 	// issued holds the step and decision ids this drive has issued, with
 	// the digest of each step's input: a second call of an id with another
 	// input is refused (StepReusedError) instead of served the first one's
@@ -162,19 +160,19 @@ func (r *drive) barrier() {
 	}
 }
 
-// beginLive and endLive bracket an effect or decider executing live.
-func (r *drive) beginLive() {
+// beginLive and endLive bracket an effect or decider of c executing live.
+func (r *drive) beginLive(c *Context) {
 	r.mu.Lock()
 	r.inFlight++
-	r.segmentLive = true
+	c.causal.live = true
 	r.mu.Unlock()
 }
 
-func (r *drive) endLive(unservedOutcome bool) {
+func (r *drive) endLive(c *Context, unservedOutcome bool) {
 	r.mu.Lock()
 	r.inFlight--
 	if unservedOutcome {
-		r.unserved = true
+		c.causal.unserved = true
 	}
 	r.mu.Unlock()
 }
@@ -198,7 +196,7 @@ func (r *drive) runBody(input json.RawMessage) outcome {
 	go func() {
 		defer close(done)
 		defer func() { panicked = recover() }()
-		c := &Context{drive: r, clocks: &branchCounters{}, scope: r.root}
+		c := &Context{drive: r, clocks: &branchCounters{}, scope: r.root, causal: &causal{}}
 		out, err = r.flow.Body(c, input)
 		if werr := r.awaitWaitChildren(c); werr != nil && err == nil {
 			err = werr

@@ -15,7 +15,11 @@ import (
 // step or decision before it (since the last gate) ran again. (Precisely,
 // ADR 0102: a re-run skips the n-th emit of a content digest when the log
 // already holds more than n stamped emits of it and nothing of the current
-// gate segment ran live.) Kernel event types are refused except the few
+// gate segment ran live before it. In a Parallel branch "before it" is the
+// branch's own code order and what came before the block, never a
+// sibling's step: so the decision never depends on how branches
+// interleave. After the block, the flow has seen every branch's.) Kernel
+// event types are refused except the few
 // userspace may emit, which are validated first; a refusal appends nothing
 // and is an *EmitRefusedError.
 func (c *Context) Emit(eventType string, payload any) error {
@@ -61,11 +65,11 @@ func (c *Context) emit(eventType string, payload any) error {
 		r.emitCount[d] = n + 1
 		var logged int64
 		c.state(func(s *fold.State) { logged = s.Variables.FlowEmits[d] })
-		if logged > int64(n) && !r.segmentLive {
+		if logged > int64(n) && !c.causal.live {
 			r.mu.Unlock()
 			return nil // proven by the log: served
 		}
-		if int64(n) >= logged && r.inFlight == 0 && !r.unserved {
+		if int64(n) >= logged && r.inFlight == 0 && !c.causal.unserved {
 			stamp, _ := json.Marshal(d)
 			meta = map[string]json.RawMessage{"flowEmit": stamp}
 		}

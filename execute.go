@@ -72,7 +72,7 @@ func (c *Context) Execute(t *Task, input any) (json.RawMessage, error) {
 			// Started (or retrying) durably, no outcome: a crash hid whether
 			// the attempt ran (K9).
 			r.observeStep(c, t.ID, true)
-			r.parkInDoubt(t.ID, fr.Attempt)
+			r.parkInDoubt(c, t.ID, fr.Attempt)
 		}
 	}
 	r.observeStep(c, t.ID, true)
@@ -113,7 +113,7 @@ func (r *drive) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) 
 	if c.branch != "" {
 		start["branch"] = c.branch
 	}
-	r.beginLive()
+	r.beginLive(c)
 	r.commit(event.StepStarted, start, nil)
 	if t.NonIdempotent {
 		r.barrier() // the in-doubt marker is durable before the effect runs (ADR 0021)
@@ -134,13 +134,13 @@ func (r *drive) runLive(c *Context, t *Task, in json.RawMessage, attempt int64) 
 		}
 	}
 	if err == nil {
-		r.endLive(false)
+		r.endLive(c, false)
 		r.commit(event.StepCompleted, map[string]any{"stepId": t.ID, "output": orNull(out)}, nil)
 		r.stepDurability()
 		return orNull(out), nil
 	}
 	typed, failure := r.failurePayload(t, err)
-	r.endLive(typed == nil)
+	r.endLive(c, typed == nil)
 	r.commit(event.StepFailed, failure, nil)
 	r.stepDurability()
 	if typed != nil {

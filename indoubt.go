@@ -21,9 +21,9 @@ type Verdict struct {
 // parkInDoubt records EFFECT_INDOUBT for a non-idempotent step whose start
 // is durable and outcome unknown, then parks on the reserved in-doubt gate
 // instead of running the effect a second time.
-func (r *drive) parkInDoubt(stepID string, attempt int64) {
+func (r *drive) parkInDoubt(c *Context, stepID string, attempt int64) {
 	r.mu.Lock()
-	r.unserved = true
+	c.causal.unserved = true
 	r.mu.Unlock()
 	r.commit(event.EffectInDoubt, map[string]any{"stepId": stepID, "attempt": attempt}, nil)
 	a := attempt

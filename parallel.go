@@ -77,6 +77,13 @@ func (c *Context) Parallel(branches ...func(ctx *Context) error) error {
 		<-resume
 	}
 	wg.Wait()
+	// The join: what the branches saw happen, the flow has seen too.
+	r.mu.Lock()
+	for _, ch := range children {
+		c.causal.live = c.causal.live || ch.causal.live
+		c.causal.unserved = c.causal.unserved || ch.causal.unserved
+	}
+	r.mu.Unlock()
 	if c.scope.stopped() {
 		runtime.Goexit() // the run parked, was cancelled or aborted
 	}

@@ -114,7 +114,7 @@ func (c *Context) servePositional(gate string) (json.RawMessage, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gates++
-	r.segmentLive = false
+	c.causal.live = false
 	return entry.Payload, true
 }
 
