@@ -155,20 +155,29 @@ func TestEmitAppendsOncePerExecution(t *testing.T) {
 }
 
 func TestUserspaceEmitOfKernelTypesRefusedWithNothingAppended(t *testing.T) {
-	refusals := map[string]any{
-		event.StepCompleted:    map[string]any{"stepId": "x", "output": 1},
-		event.ExecutionFailed:  map[string]any{"error": "forged"},
-		event.ApprovalGranted:  map[string]any{"principal": "me"},
-		event.ResourceMetered:  map[string]any{"tokens": -1},
-		event.QuotaExceeded:    map[string]any{"reason": string(make([]byte, 600))},
-		event.DecisionRecorded: map[string]any{"decisionId": "__loom_verdict:x#1", "choice": "done"},
-		"__loom_fork__":        map[string]any{},
+	// Each case: the event type, the payload, and what is wrong with it.
+	refusals := []struct {
+		typ, why string
+		payload  any
+	}{
+		{event.StepCompleted, "a kernel type", map[string]any{"stepId": "x", "output": 1}},
+		{event.ExecutionFailed, "a kernel type", map[string]any{"error": "forged"}},
+		{event.ApprovalGranted, "a kernel type", map[string]any{"principal": "me"}},
+		{event.ResourceMetered, "a negative amount", map[string]any{"tokens": -1}},
+		{event.ResourceMetered, "an amount over the ceiling", map[string]any{"costUsd": 1e300}},
+		{event.ResourceMetered, "an amount that is not a number", map[string]any{"ms": "ten"}},
+		{event.ResourceMetered, "a negative custom amount", map[string]any{"custom": map[string]any{"gpu": -2}}},
+		{event.QuotaExceeded, "an over-long reason", map[string]any{"reason": string(make([]byte, 600))}},
+		{event.QuotaExceeded, "a reason that is not a string", map[string]any{"reason": 42}},
+		{event.QuotaExceeded, "a payload that is not an object", []int{1}},
+		{event.DecisionRecorded, "a reserved decision id", map[string]any{"decisionId": "__loom_verdict:x#1", "choice": "done"}},
+		{"__loom_fork__", "a reserved type", map[string]any{}},
 	}
-	for typ, payload := range refusals {
-		t.Run(typ, func(t *testing.T) {
+	for _, c := range refusals {
+		t.Run(c.typ+" with "+c.why, func(t *testing.T) {
 			var got error
 			flow := loom.NewFlow("f", func(ctx *loom.Context, _ struct{}) (int, error) {
-				got = ctx.Emit(typ, payload)
+				got = ctx.Emit(c.typ, c.payload)
 				return 0, nil
 			})
 			h := newHarness(t, flow)
@@ -183,8 +192,8 @@ func TestUserspaceEmitOfKernelTypesRefusedWithNothingAppended(t *testing.T) {
 				t.Fatalf("emit = %v", got)
 			}
 			for _, e := range h.log(id) {
-				if e.Type == typ {
-					t.Fatalf("refused %s was appended", typ)
+				if e.Type == c.typ {
+					t.Fatalf("refused %s was appended", c.typ)
 				}
 			}
 		})

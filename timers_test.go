@@ -192,3 +192,38 @@ func TestT1_ManyDueTimersFireInOnePollCycle(t *testing.T) {
 		t.Fatalf("ran %d", ran.Load())
 	}
 }
+
+// SleepUntil records the instant it was given as the park's wakeAt, and
+// its timer fires there, once, and not before.
+func TestT1_SleepUntilRecordsItsInstantAsWakeAt(t *testing.T) {
+	at := time.UnixMilli(1_800_000_000_000).Add(90 * time.Minute)
+	flow := loom.NewFlow("until", func(c *loom.Context, _ struct{}) (string, error) {
+		if err := c.SleepUntil(at); err != nil {
+			return "", err
+		}
+		return "woke", nil
+	})
+	h, clock, _ := timed(t, loom.Config{}, flow)
+	id, _ := h.rt.Start(h.ctx(), "until", nil)
+	st, err := h.rt.WaitForSuspend(h.ctx(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := st.Variables.SuspendedOn.WakeAt; w == nil || *w != at.UnixMilli() {
+		t.Fatalf("recorded wakeAt %v, want %d", w, at.UnixMilli())
+	}
+	clock.advance(89 * time.Minute)
+	if n, _ := h.rt.FireDueTimers(h.ctx()); n != 0 {
+		t.Fatalf("fired %d timers a minute early", n)
+	}
+	clock.advance(time.Minute)
+	if n, err := h.rt.FireDueTimers(h.ctx()); n != 1 || err != nil {
+		t.Fatalf("fired %d at the instant: %v", n, err)
+	}
+	if res, err := h.rt.WaitForCompletion(h.ctx(), id); err != nil || string(res.Output) != `"woke"` {
+		t.Fatalf("%s %v", res.Output, err)
+	}
+	if n := count(h, id, event.TimerFired); n != 1 {
+		t.Fatalf("TIMER_FIRED %d times", n)
+	}
+}
