@@ -112,28 +112,21 @@ func (t *tracker) takeAborted() (ids []string, gens []int) {
 
 // waitOpsEnded waits until no operation of id is open.
 func (t *tracker) waitOpsEnded(ctx context.Context, id string) error {
-	for {
-		t.mu.Lock()
-		n, ch := t.ops[id], t.changed
-		t.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return t.waitUntil(ctx, func() bool { return t.ops[id] == 0 })
 }
 
 // waitOpened waits until a bracket of id opens after generation gen.
 func (t *tracker) waitOpened(ctx context.Context, id string, gen int) error {
+	return t.waitUntil(ctx, func() bool { return t.opened[id] != gen })
+}
+
+// waitUntil waits until done, called with t.mu held, holds.
+func (t *tracker) waitUntil(ctx context.Context, done func() bool) error {
 	for {
 		t.mu.Lock()
-		n, ch := t.opened[id], t.changed
+		ok, ch := done(), t.changed
 		t.mu.Unlock()
-		if n != gen {
+		if ok {
 			return nil
 		}
 		select {
@@ -166,19 +159,7 @@ func (t *tracker) liveIDs() []string {
 
 // waitEnded waits until no drive or operation of id is open.
 func (t *tracker) waitEnded(ctx context.Context, id string) error {
-	for {
-		t.mu.Lock()
-		n, ch := t.live[id], t.changed
-		t.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return t.waitUntil(ctx, func() bool { return t.live[id] == 0 })
 }
 
 // StepAttempt implements loom.Observer; it observes nothing (the effect

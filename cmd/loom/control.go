@@ -54,6 +54,29 @@ func (r *remote) call(c *cli) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.ctx, max(r.timeout, time.Second))
 }
 
+// remoteDo runs call against the app at --addr within --timeout; a failure
+// to reach the app is explained (reach).
+func remoteDo[R any](c *cli, r *remote, call func(context.Context, *wire.Client) (R, error)) (R, error) {
+	cl, err := r.client()
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	ctx, cancel := r.call(c)
+	defer cancel()
+	res, err := call(ctx, cl)
+	if err != nil {
+		return res, r.reach(err)
+	}
+	return res, nil
+}
+
+// remoteCall calls one wire method of the app at --addr with p:
+// remoteCall(c, &r, (*wire.Client).Cancel, wire.CancelParams{…}).
+func remoteCall[P, R any](c *cli, r *remote, method func(*wire.Client, context.Context, P) (R, error), p P) (R, error) {
+	return remoteDo(c, r, func(ctx context.Context, cl *wire.Client) (R, error) { return method(cl, ctx, p) })
+}
+
 func (r *remote) client() (*wire.Client, error) {
 	r.resolve()
 	c, err := wire.NewClient(r.addr, wire.WithToken(r.token))
@@ -147,15 +170,9 @@ is durable.`,
 			if err != nil {
 				return err
 			}
-			cl, err := r.client()
+			res, err := remoteCall(c, &r, (*wire.Client).Start, wire.StartParams{FlowID: a[0], Input: raw, ExecutionID: id, Wait: wait})
 			if err != nil {
 				return err
-			}
-			ctx, cancel := r.call(c)
-			defer cancel()
-			res, err := cl.Start(ctx, wire.StartParams{FlowID: a[0], Input: raw, ExecutionID: id, Wait: wait})
-			if err != nil {
-				return r.reach(err)
 			}
 			if c.json {
 				return c.printJSON(res)
@@ -198,15 +215,9 @@ authenticator and is never recorded.`,
 			if err != nil {
 				return err
 			}
-			cl, err := r.client()
+			res, err := remoteCall(c, &r, (*wire.Client).Resume, wire.ResumeParams{ExecutionID: a[0], EventType: eventType, Payload: raw, Credentials: cred, Wait: wait})
 			if err != nil {
 				return err
-			}
-			ctx, cancel := r.call(c)
-			defer cancel()
-			res, err := cl.Resume(ctx, wire.ResumeParams{ExecutionID: a[0], EventType: eventType, Payload: raw, Credentials: cred, Wait: wait})
-			if err != nil {
-				return r.reach(err)
 			}
 			if c.json {
 				return c.printJSON(res)
@@ -233,15 +244,9 @@ func (c *cli) cancelCommand() *cobra.Command {
 		Short: "Cancel an execution (EXECUTION_CANCELLED)",
 		Args:  c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			cl, err := r.client()
+			res, err := remoteCall(c, &r, (*wire.Client).Cancel, wire.CancelParams{ExecutionID: a[0], Reason: reason})
 			if err != nil {
 				return err
-			}
-			ctx, cancel := r.call(c)
-			defer cancel()
-			res, err := cl.Cancel(ctx, wire.CancelParams{ExecutionID: a[0], Reason: reason})
-			if err != nil {
-				return r.reach(err)
 			}
 			if c.json {
 				return c.printJSON(res)
@@ -278,15 +283,9 @@ needs Features.Inbox.`,
 			if err != nil {
 				return err
 			}
-			cl, err := r.client()
+			res, err := remoteCall(c, &r, (*wire.Client).Send, wire.SendParams{ExecutionID: a[0], Topic: topic, Payload: raw})
 			if err != nil {
 				return err
-			}
-			ctx, cancel := r.call(c)
-			defer cancel()
-			res, err := cl.Send(ctx, wire.SendParams{ExecutionID: a[0], Topic: topic, Payload: raw})
-			if err != nil {
-				return r.reach(err)
 			}
 			if c.json {
 				return c.printJSON(res)
@@ -326,15 +325,9 @@ A refusal records nothing and exits 5.`,
 			if err != nil {
 				return err
 			}
-			cl, err := r.client()
+			res, err := remoteCall(c, &r, (*wire.Client).ResumeAs, wire.ResumeAsParams{ExecutionID: a[0], FlowID: flowID, Input: in, EventType: eventType, Payload: raw, Wait: wait})
 			if err != nil {
 				return err
-			}
-			ctx, cancel := r.call(c)
-			defer cancel()
-			res, err := cl.ResumeAs(ctx, wire.ResumeAsParams{ExecutionID: a[0], FlowID: flowID, Input: in, EventType: eventType, Payload: raw, Wait: wait})
-			if err != nil {
-				return r.reach(err)
 			}
 			if c.json {
 				return c.printJSON(res)
@@ -370,15 +363,9 @@ It prints how many executions it re-drove or started. Apps recover on
 their own at start and every Recovery.Interval; this is for now.`,
 		Args: c.args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := r.client()
+			res, err := remoteDo(c, &r, func(ctx context.Context, cl *wire.Client) (wire.RecoverResult, error) { return cl.Recover(ctx) })
 			if err != nil {
 				return err
-			}
-			ctx, cancel := r.call(c)
-			defer cancel()
-			res, err := cl.Recover(ctx)
-			if err != nil {
-				return r.reach(err)
 			}
 			if c.json {
 				return c.printJSON(res)
@@ -410,15 +397,9 @@ steps with side effects run their simulation.`,
 			if !at.set || at.n < 0 {
 				return usagef("--at is required: the last sequence to copy, 0 or more (loom logs %s lists them)", a[0])
 			}
-			cl, err := r.client()
+			res, err := remoteCall(c, &r, (*wire.Client).Fork, wire.ForkParams{ExecutionID: a[0], At: &at.n, ForkID: id, Simulate: simulate, Wait: wait})
 			if err != nil {
 				return err
-			}
-			ctx, cancel := r.call(c)
-			defer cancel()
-			res, err := cl.Fork(ctx, wire.ForkParams{ExecutionID: a[0], At: &at.n, ForkID: id, Simulate: simulate, Wait: wait})
-			if err != nil {
-				return r.reach(err)
 			}
 			if c.json {
 				return c.printJSON(res)

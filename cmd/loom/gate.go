@@ -37,15 +37,9 @@ With --store it reads the park from the store instead, without the app
 			if cmd.Flags().Changed("store") {
 				return c.withStore(storePath, func(s *openedStore) error { return c.gateFromStore(s, a[0]) })
 			}
-			cl, err := r.client()
+			g, err := remoteCall(c, &r, (*wire.Client).Gate, wire.GateParams{ExecutionID: a[0]})
 			if err != nil {
 				return err
-			}
-			ctx, cancel := r.call(c)
-			defer cancel()
-			g, err := cl.Gate(ctx, wire.GateParams{ExecutionID: a[0]})
-			if err != nil {
-				return r.reach(err)
 			}
 			return c.printGate(g, true)
 		},

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/loom-kernel/loom"
-	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
+	"github.com/loom-kernel/loom/internal/fanouttest"
 	"github.com/loom-kernel/loom/store"
 )
 
@@ -161,45 +161,5 @@ func TestFanOutOfAThousandChildrenAcrossThreeNodes(t *testing.T) {
 // of its name, and completed with 3i; it returns the events of their logs.
 func checkFanChildren(ctx context.Context, t *testing.T, events store.EventStore) int {
 	t.Helper()
-	executions := 0
-	for after := ""; ; {
-		page, err := events.ListExecutions(ctx, after, 500)
-		if err != nil {
-			t.Fatal(err)
-		}
-		executions += len(page.Executions)
-		if after = page.Next; after == "" {
-			break
-		}
-	}
-	if executions != fanChildren+1 {
-		t.Fatalf("%d executions in the schema, want the parent and %d children", executions, fanChildren)
-	}
-	total := 0
-	for i := range fanChildren {
-		id := loom.ChildID(fanParent, fanChildName(i))
-		log, err := store.Read(ctx, events, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += len(log)
-		starts := 0
-		for _, e := range log {
-			if e.Type == event.ExecutionStarted {
-				starts++
-			}
-		}
-		var p struct {
-			Parent loom.ParentLink `json:"parent"`
-		}
-		if len(log) == 0 || starts != 1 || log[0].Type != event.ExecutionStarted || json.Unmarshal(log[0].Payload, &p) != nil ||
-			p.Parent != (loom.ParentLink{ExecutionID: fanParent, Name: fanChildName(i)}) {
-			t.Fatalf("child %s: %d events, %d EXECUTION_STARTED, parent %+v; want one start, first, naming %s/%s",
-				id, len(log), starts, p.Parent, fanParent, fanChildName(i))
-		}
-		if st := fold.Fold(log); st.Status != fold.StatusCompleted || string(st.Variables.Output) != strconv.Itoa(3*i) {
-			t.Fatalf("child %s is %s with output %s, want completed with %d", id, st.Status, st.Variables.Output, 3*i)
-		}
-	}
-	return total
+	return fanouttest.CheckChildren(ctx, t, events, fanParent, fanChildren, fanChildName, func(i int) string { return strconv.Itoa(3 * i) })
 }

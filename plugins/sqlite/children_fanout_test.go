@@ -13,6 +13,7 @@ import (
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/internal/crashtest"
+	"github.com/loom-kernel/loom/internal/fanouttest"
 	"github.com/loom-kernel/loom/plugins/sqlite"
 	"github.com/loom-kernel/loom/store"
 )
@@ -269,50 +270,8 @@ func checkFanChildren(ctx context.Context, t *testing.T, path string) int {
 
 // checkFanChildrenIn checks the store holds the parent and exactly
 // fanChildren children, each started once, first, as the parent's child
-// of its name, and completed; it returns the events of their logs.
+// of its name, and completed with 2i; it returns the events of their logs.
 func checkFanChildrenIn(ctx context.Context, t *testing.T, events store.EventStore) int {
 	t.Helper()
-	var ids []string
-	for after := ""; ; {
-		page, err := events.ListExecutions(ctx, after, 500)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range page.Executions {
-			ids = append(ids, e.ExecutionID)
-		}
-		if after = page.Next; after == "" {
-			break
-		}
-	}
-	if len(ids) != fanChildren+1 {
-		t.Fatalf("%d executions in the store, want the parent and %d children", len(ids), fanChildren)
-	}
-	total := 0
-	for i := range fanChildren {
-		id := loom.ChildID(fanParent, fanChildName(i))
-		log, err := store.Read(ctx, events, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += len(log)
-		starts := 0
-		for _, e := range log {
-			if e.Type == event.ExecutionStarted {
-				starts++
-			}
-		}
-		var p struct {
-			Parent loom.ParentLink `json:"parent"`
-		}
-		if len(log) == 0 || starts != 1 || log[0].Type != event.ExecutionStarted || json.Unmarshal(log[0].Payload, &p) != nil ||
-			p.Parent != (loom.ParentLink{ExecutionID: fanParent, Name: fanChildName(i)}) {
-			t.Fatalf("child %s: %d events, %d EXECUTION_STARTED, parent %+v; want one start, first, naming %s/%s",
-				id, len(log), starts, p.Parent, fanParent, fanChildName(i))
-		}
-		if st := fold.Fold(log); st.Status != fold.StatusCompleted || string(st.Variables.Output) != fmt.Sprint(2*i) {
-			t.Fatalf("child %s is %s with output %s, want completed with %d", id, st.Status, st.Variables.Output, 2*i)
-		}
-	}
-	return total
+	return fanouttest.CheckChildren(ctx, t, events, fanParent, fanChildren, fanChildName, func(i int) string { return fmt.Sprint(2 * i) })
 }
