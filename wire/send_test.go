@@ -1,13 +1,10 @@
 package wire_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
@@ -16,8 +13,9 @@ import (
 	"github.com/loom-kernel/loom/wire"
 )
 
-// inboxEnv is a runtime with the inbox on, one flow that receives two
-// messages on "orders", and a client of its wire handler.
+// inboxEnv is a runtime with the given features, a flow that receives two
+// messages on "orders" and one that echoes its input, and a client of its
+// wire handler (serve).
 type inboxEnv struct {
 	events *memstore.EventStore
 	rt     *loom.Runtime
@@ -39,33 +37,9 @@ func newInboxEnv(t *testing.T, features loom.Features) *inboxEnv {
 		return got, nil
 	})
 	echo := loom.NewFlow("echo", func(c *loom.Context, n int) (int, error) { return n, nil })
-	rt, err := loom.New(loom.Config{Events: e.events, Flows: []*loom.Flow{collect, echo}, Features: features,
+	e.rt, e.cl = serve(t, loom.Config{Events: e.events, Flows: []*loom.Flow{collect, echo}, Features: features,
 		Recovery: loom.Recovery{Disabled: true}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := wire.Handler(rt, wire.Options{Events: e.events, Authenticate: wire.BearerToken(token, ann)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		srv.Close()
-		if err := rt.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	if e.cl, err = wire.NewClient(srv.URL, wire.WithToken(token)); err != nil {
-		t.Fatal(err)
-	}
-	e.rt = rt
 	return e
-}
-
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // execution.send puts a message in an execution's inbox, and the parked
@@ -73,7 +47,7 @@ func testContext(t *testing.T) context.Context {
 // nothing.
 func TestSendOverTheWire(t *testing.T) {
 	e := newInboxEnv(t, loom.Features{Inbox: true})
-	ctx := testContext(t)
+	ctx := testCtx(t)
 	st, err := e.cl.Start(ctx, wire.StartParams{FlowID: "collect", ExecutionID: "c1", Wait: true})
 	if err != nil || st.ExecutionID != "c1" {
 		t.Fatalf("start: %+v, %v", st, err)
@@ -116,7 +90,7 @@ func TestSendOverTheWire(t *testing.T) {
 // Without Features.Inbox, execution.send is CodeNotConfigured.
 func TestSendOverTheWireNeedsTheInbox(t *testing.T) {
 	e := newInboxEnv(t, loom.Features{})
-	ctx := testContext(t)
+	ctx := testCtx(t)
 	var we *wire.Error
 	if _, err := e.cl.Send(ctx, wire.SendParams{ExecutionID: "c1", Topic: "orders"}); !errors.As(err, &we) || we.Code != wire.CodeNotConfigured {
 		t.Fatalf("send with the inbox off: %v, want CodeNotConfigured", err)
@@ -127,7 +101,7 @@ func TestSendOverTheWireNeedsTheInbox(t *testing.T) {
 // re-drove: here an execution a stopped process left running.
 func TestRecoverOverTheWire(t *testing.T) {
 	e := newInboxEnv(t, loom.Features{Inbox: true})
-	ctx := testContext(t)
+	ctx := testCtx(t)
 	res, err := e.cl.Recover(ctx)
 	if err != nil || res.Recovered != 0 {
 		t.Fatalf("recover of nothing: %+v, %v", res, err)
@@ -155,7 +129,7 @@ func TestRecoverOverTheWire(t *testing.T) {
 // does not register it is refused and records nothing.
 func TestResumeAsOverTheWire(t *testing.T) {
 	e := newInboxEnv(t, loom.Features{})
-	ctx := testContext(t)
+	ctx := testCtx(t)
 	if _, err := e.cl.Start(ctx, wire.StartParams{FlowID: "echo", ExecutionID: "e1", Input: json.RawMessage(`3`), Wait: true}); err != nil {
 		t.Fatal(err)
 	}
