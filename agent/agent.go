@@ -214,13 +214,10 @@ func (cfg Config) Validate() error {
 			return bad(fmt.Sprintf("Tools[%d]", i), "a tool without a name")
 		case seen[t.name]:
 			return bad(fmt.Sprintf("Tools[%d]", i), fmt.Sprintf("a second tool named %q", t.name))
-		case t.err != nil:
-			return bad(fmt.Sprintf("Tools[%d]", i), fmt.Sprintf("tool %q: %v", t.name, t.err))
+		case t.schemaErr() != nil:
+			return bad(fmt.Sprintf("Tools[%d]", i), fmt.Sprintf("tool %q: %v", t.name, t.schemaErr()))
 		case t.invoke == nil && t.toolID == "":
 			return bad(fmt.Sprintf("Tools[%d]", i), fmt.Sprintf("tool %q runs nothing: build it with NewTool or EffectTool", t.name))
-		}
-		if _, err := t.validate(json.RawMessage("{}")); err != nil && !isInvalid(err) {
-			return bad(fmt.Sprintf("Tools[%d]", i), err.Error())
 		}
 		seen[t.name] = true
 	}

@@ -372,3 +372,33 @@ func TestInvalidConfigsAreRefused(t *testing.T) {
 		t.Fatal("a refused config called the model")
 	}
 }
+
+// One *Tool shared by agents validated at once (the runs of one flow on
+// several goroutines): its schema compiles once, and nothing races (run
+// under -race); a bad schema is refused by every one of them.
+func TestOneToolValidatedConcurrently(t *testing.T) {
+	p := llmtest.NewProvider(t, "x")
+	good := agent.EffectTool("lookup", "", "tool:lookup", json.RawMessage(`{"type":"object"}`))
+	bad := agent.EffectTool("broken", "", "tool:broken", json.RawMessage(`{"type":5}`))
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		tool := good
+		if i%2 == 1 {
+			tool = bad
+		}
+		wg.Go(func() {
+			errs[i] = agent.Config{ID: "a", Provider: p, Model: "m", Tools: []*agent.Tool{tool}}.Validate()
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var ce *agent.ConfigError
+		switch {
+		case i%2 == 0 && err != nil:
+			t.Errorf("validation %d of the good tool: %v", i, err)
+		case i%2 == 1 && !errors.As(err, &ce):
+			t.Errorf("validation %d of the broken tool: %v, want a *agent.ConfigError", i, err)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -135,13 +134,8 @@ func (t *Tool) Definition() llm.Tool {
 // validate checks a call's arguments against the tool's schema and returns
 // them as parsed (exact member names, numbers kept).
 func (t *Tool) validate(args json.RawMessage) (json.RawMessage, error) {
-	t.once.Do(func() {
-		if t.err == nil {
-			t.compiled, t.err = schema.Compile(string(t.schemaJSON))
-		}
-	})
-	if t.err != nil {
-		return nil, fmt.Errorf("agent: tool %q: its input schema: %w", t.name, t.err)
+	if err := t.schemaErr(); err != nil {
+		return nil, fmt.Errorf("agent: tool %q: its input schema: %w", t.name, err)
 	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -149,11 +143,17 @@ func (t *Tool) validate(args json.RawMessage) (json.RawMessage, error) {
 	return t.compiled.Parse(args)
 }
 
-// isInvalid reports whether err is arguments failing the tool's schema
-// (as opposed to the schema itself failing to compile).
-func isInvalid(err error) bool {
-	var ie *schema.InvalidError
-	return errors.As(err, &ie)
+// schemaErr compiles the tool's input schema, once for every run that
+// shares the tool, and says why the tool is unusable (a bad schema, or an
+// option's error), if it is. Read t.err only through it: runs on several
+// goroutines validate one *Tool.
+func (t *Tool) schemaErr() error {
+	t.once.Do(func() {
+		if t.err == nil {
+			t.compiled, t.err = schema.Compile(string(t.schemaJSON))
+		}
+	})
+	return t.err
 }
 
 // task is the durable step of one call.
