@@ -80,8 +80,7 @@ func New(src Source, opts Options) (*Inspector, error) {
 	in.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, static, "index.html")
 	})
-	in.mux.HandleFunc("GET /api/executions", in.executions)
-	in.mux.HandleFunc("GET /api/executions/live", in.liveExecutions)
+	in.listRoutes()
 	in.mux.HandleFunc("GET /api/events", in.events)
 	in.mux.HandleFunc("GET /api/state", in.state)
 	in.mux.HandleFunc("GET /api/refs", in.refs)

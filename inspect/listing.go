@@ -47,6 +47,12 @@ func ListingOf(info store.ExecutionInfo, st fold.State) Listing {
 	return l
 }
 
+// listRoutes registers the list's API.
+func (in *Inspector) listRoutes() {
+	in.mux.HandleFunc("GET /api/executions", in.executions)
+	in.mux.HandleFunc("GET /api/executions/live", in.liveExecutions)
+}
+
 func (in *Inspector) executions(w http.ResponseWriter, r *http.Request) {
 	q, ok := in.listQueryOf(w, r)
 	if !ok {
