@@ -51,6 +51,10 @@ type execLog struct {
 	// trimmed is the trim point (TrimThrough): the slots 1..trimmed hold
 	// zero envelopes, skipped by reads. 0 when nothing was trimmed.
 	trimmed int64
+	// entry is the log's store.ExecutionCatalog entry, when cataloged
+	// (every log but an inbox stream's).
+	entry     store.CatalogEntry
+	cataloged bool
 }
 
 // inTrimmed says sequence seq was trimmed from log.
@@ -67,6 +71,7 @@ type EventStore struct {
 	logs   map[string]*execLog
 	index  executionIndex
 	status statusIndex      // the unfinished executions, changed with their logs
+	cat    catalogIndex     // every execution's catalog entry, in search order
 	fences map[string]int64 // current fence token per execution; survives DeleteExecution
 }
 
@@ -156,6 +161,7 @@ func (s *EventStore) apply(executionID string, expected int64, stored []event.En
 	log.events = append(log.events, stored...)
 	if !store.IsInboxStream(executionID) {
 		s.status.apply(executionID, log, change, length == 0, s.logs)
+		s.catalog(executionID, log, store.CatalogChangeOf(stored), length == 0)
 	}
 	return nil
 }

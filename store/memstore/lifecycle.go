@@ -66,6 +66,7 @@ func (s *EventStore) copyLocked(from, to string, through int64) error {
 	s.index.add(to)
 	if !store.IsInboxStream(to) {
 		s.status.apply(to, log, store.StatusChangeOf(0, copied), true, s.logs)
+		s.catalog(to, log, store.CatalogChangeOf(copied), true)
 	}
 	return nil
 }
@@ -90,6 +91,7 @@ func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) er
 		s.index.markDirty()
 		s.status.remove(executionID)
 		s.status.relist(executionID, true)
+		s.cat.dirty = true
 	}
 	return nil
 }

@@ -46,6 +46,13 @@ func TestStatusIndexConformance(t *testing.T) {
 	})
 }
 
+// TestExecutionCatalogConformance runs the ExecutionCatalog kit.
+func TestExecutionCatalogConformance(t *testing.T) {
+	storetest.RunExecutionCatalog(t, storetest.EventStoreFactory{
+		New: func(*testing.T) store.EventStore { return memstore.NewEventStore() },
+	})
+}
+
 // TestSnapshotStoreConformance runs the SnapshotStore kit.
 func TestSnapshotStoreConformance(t *testing.T) {
 	storetest.RunSnapshotStore(t, storetest.SnapshotStoreFactory{
