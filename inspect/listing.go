@@ -5,8 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/loom-kernel/loom"
 
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/store"
@@ -20,13 +24,14 @@ const (
 
 // Listing is one execution of /api/executions, and of loom ls --json: the
 // store's listing (executionId, workflowId, and length, the number of
-// events in its log) and its folded status, sequence and updatedAt, the
-// gate it is parked on, and its fork lineage as the state's _forkChain
-// holds it (forkChain). Every tool names them so.
+// events in its log) and its folded status, sequence, startedAt and
+// updatedAt, the gate it is parked on, and its fork lineage as the state's
+// _forkChain holds it (forkChain). Every tool names them so.
 type Listing struct {
 	store.ExecutionInfo
 	Status      fold.Status     `json:"status"`
 	Sequence    int64           `json:"sequence"`
+	StartedAt   int64           `json:"startedAt,omitempty"`
 	UpdatedAt   int64           `json:"updatedAt"`
 	SuspendedOn string          `json:"suspendedOn,omitempty"`
 	ForkChain   json.RawMessage `json:"forkChain,omitempty"`
@@ -39,7 +44,7 @@ type Listing struct {
 // ListingOf is the Listing of an execution the store listed as info, whose
 // latest folded state is st.
 func ListingOf(info store.ExecutionInfo, st fold.State) Listing {
-	l := Listing{ExecutionInfo: info, Status: st.Status, Sequence: st.Sequence, UpdatedAt: st.UpdatedAt,
+	l := Listing{ExecutionInfo: info, Status: st.Status, Sequence: st.Sequence, StartedAt: st.StartedAt, UpdatedAt: st.UpdatedAt,
 		ForkChain: st.Variables.ForkChain, Parent: st.Variables.Parent, Tenant: store.TenantOfPrincipal(st.Variables.Principal)}
 	if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
 		l.SuspendedOn = st.Variables.SuspendedOn.On
@@ -67,54 +72,167 @@ func (in *Inspector) executions(w http.ResponseWriter, r *http.Request) {
 }
 
 // listQuery is the query of /api/executions and of its live form: a page
-// of the store's listing after a cursor, filtered by tenant.
+// after a cursor, of the executions whose id starts with prefix (q), of a
+// flow, a tenant and a status, each "" for any.
 type listQuery struct {
-	after, tenant string
-	limit         int
+	after, prefix, flow, tenant string
+	status                      fold.Status
+	limit                       int
 }
+
+// The orders of a list (executionsPage.Order).
+const (
+	// OrderRecent: newest start first, from the store's
+	// store.ExecutionCatalog; the filters select in the store, and the
+	// page carries the counts by status.
+	OrderRecent = "recent"
+	// OrderID: the store's listing, in id order, for a store without a
+	// catalog; the filters select within each page of the listing, so a
+	// page may hold fewer executions than its limit, and there are no
+	// counts.
+	OrderID = "id"
+)
 
 func (in *Inspector) listQueryOf(w http.ResponseWriter, r *http.Request) (listQuery, bool) {
 	limit, ok := in.intParam(w, r, "limit", DefaultExecutionsPage, MaxExecutionsPage)
-	q := r.URL.Query()
-	return listQuery{after: q.Get("after"), tenant: q.Get("tenant"), limit: limit}, ok
+	if !ok {
+		return listQuery{}, false
+	}
+	v := r.URL.Query()
+	q := listQuery{after: v.Get("after"), prefix: v.Get("q"), flow: v.Get("flow"), tenant: v.Get("tenant"),
+		status: fold.Status(v.Get("status")), limit: limit}
+	if q.status != "" && !store.CatalogStatus(q.status).Valid() {
+		in.writeError(w, http.StatusBadRequest, "status must be one of "+statusNames()+", or absent for any")
+		return listQuery{}, false
+	}
+	if _, isCatalog := in.catalog(); isCatalog && q.after != "" {
+		if _, _, err := store.ParseCatalogCursor(q.after); err != nil {
+			in.writeError(w, http.StatusBadRequest, "after must be the next of the page before, as the list answered it")
+			return listQuery{}, false
+		}
+	}
+	return q, true
+}
+
+func statusNames() string {
+	names := make([]string, len(store.CatalogStatuses))
+	for i, s := range store.CatalogStatuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// catalog is the store's catalog, when it keeps one.
+func (in *Inspector) catalog() (store.ExecutionCatalog, bool) {
+	c, ok := in.src.Events.(store.ExecutionCatalog)
+	return c, ok
 }
 
 // executionsPage is the body of /api/executions and the data of a live
-// list's frames.
+// list's frames. Counts, in OrderRecent only, counts the executions the
+// query's prefix, flow and tenant select, by status (its status aside).
 type executionsPage struct {
-	Executions []Listing `json:"executions"`
-	Next       string    `json:"next,omitempty"`
+	Executions []Listing           `json:"executions"`
+	Next       string              `json:"next,omitempty"`
+	Order      string              `json:"order"`
+	Counts     store.CatalogCounts `json:"counts,omitempty"`
 }
 
-// listPage lists one page of executions with their folded status. known
-// holds listings from an earlier call, by the store's listing: a log only
-// grows, so an execution listed again with the same flow and length has
-// the same folded state and is not refolded. (An execution deleted and
-// re-created with the same flow and length between two calls keeps its old
-// listing until its log grows.) listPage returns the page and the listings
-// to pass as known next time: those of this page only, so they never
-// outgrow a page.
-func (in *Inspector) listPage(ctx context.Context, q listQuery, known map[store.ExecutionInfo]Listing) (executionsPage, map[store.ExecutionInfo]Listing, error) {
+// known holds the listings and states of an earlier call of listPage, by
+// execution id: a log only grows, so an execution whose log is as long as
+// it was has the same folded state and is not folded again. (An execution
+// deleted and re-created with the same length between two calls keeps
+// its old listing until its log grows, unless the catalog shows its new
+// start.)
+type known map[string]knownListing
+
+type knownListing struct {
+	info  store.ExecutionInfo
+	state fold.State
+}
+
+// listPage lists one page of executions with their folded status, from
+// the store's catalog when it keeps one (OrderRecent), else from its
+// listing (OrderID). It returns the page and what to pass as known next
+// time: this page's only, so it never outgrows a page.
+func (in *Inspector) listPage(ctx context.Context, q listQuery, seen known) (executionsPage, known, error) {
+	if c, ok := in.catalog(); ok {
+		return in.catalogPage(ctx, c, q, seen)
+	}
 	listed, err := in.src.Events.ListExecutions(ctx, q.after, q.limit)
 	if err != nil {
 		return executionsPage{}, nil, err
 	}
-	page := executionsPage{Executions: []Listing{}, Next: listed.Next}
-	now := make(map[store.ExecutionInfo]Listing, len(listed.Executions))
+	page := executionsPage{Executions: []Listing{}, Next: listed.Next, Order: OrderID}
+	now := make(known, len(listed.Executions))
 	for _, info := range listed.Executions {
-		l, ok := known[info]
-		if !ok {
+		k, ok := seen[info.ExecutionID]
+		if !ok || k.info != info {
 			st, err := in.src.StateAt(ctx, info.ExecutionID, -1)
 			if err != nil {
 				return executionsPage{}, nil, err
 			}
-			l = ListingOf(info, st)
+			k = knownListing{info: info, state: st}
 		}
-		now[info] = l
-		if q.tenant != "" && l.Tenant != q.tenant {
-			continue // a filter of the page: next still pages the store
+		now[info.ExecutionID] = k
+		if l := ListingOf(info, k.state); q.selects(l) {
+			page.Executions = append(page.Executions, l) // a filter of the page: next still pages the store
 		}
-		page.Executions = append(page.Executions, l)
+	}
+	return page, now, nil
+}
+
+// selects says l is one q asks for.
+func (q listQuery) selects(l Listing) bool {
+	return strings.HasPrefix(l.ExecutionID, q.prefix) && (q.flow == "" || l.WorkflowID == q.flow) &&
+		(q.tenant == "" || l.Tenant == q.tenant) && (q.status == "" || l.Status == q.status)
+}
+
+// catalogPage is listPage over a catalog: the page the catalog selects,
+// each entry folded (or, when known, brought up to date with the events
+// appended since), and the counts. An entry whose folded status is not
+// the one asked for (the catalog is an index: see store.CatalogStatusOf)
+// is left out.
+func (in *Inspector) catalogPage(ctx context.Context, c store.ExecutionCatalog, q listQuery, seen known) (executionsPage, known, error) {
+	cq := store.CatalogQuery{Prefix: q.prefix, WorkflowID: q.flow, Tenant: q.tenant, Status: store.CatalogStatus(q.status),
+		After: q.after, Limit: q.limit}
+	found, err := c.SearchExecutions(ctx, cq)
+	if err != nil {
+		return executionsPage{}, nil, err
+	}
+	counts, err := c.CountExecutions(ctx, cq)
+	if err != nil {
+		return executionsPage{}, nil, err
+	}
+	page := executionsPage{Executions: []Listing{}, Next: found.Next, Order: OrderRecent, Counts: counts}
+	now := make(known, len(found.Entries))
+	for _, e := range found.Entries {
+		k, ok := seen[e.ExecutionID]
+		if ok && k.state.StartedAt == e.StartedAt {
+			tail, err := in.src.Events.ReadFrom(ctx, e.ExecutionID, k.state.Sequence+1)
+			if err != nil {
+				return executionsPage{}, nil, err
+			}
+			if len(tail) > 0 {
+				if k.state, err = fold.FoldChecked(k.state, tail); err != nil {
+					return executionsPage{}, nil, err
+				}
+			}
+		} else {
+			st, err := in.src.StateAt(ctx, e.ExecutionID, -1)
+			if errors.Is(err, loom.ErrExecutionNotFound) {
+				continue // deleted since the search
+			}
+			if err != nil {
+				return executionsPage{}, nil, err
+			}
+			k.state = st
+		}
+		k.info = store.ExecutionInfo{ExecutionID: e.ExecutionID, WorkflowID: e.WorkflowID, Length: k.state.Sequence + 1}
+		now[e.ExecutionID] = k
+		if l := ListingOf(k.info, k.state); q.selects(l) {
+			page.Executions = append(page.Executions, l)
+		}
 	}
 	return page, now, nil
 }
@@ -134,7 +252,7 @@ func (in *Inspector) liveExecutions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	page, known, err := in.listPage(ctx, q, nil)
+	page, seen, err := in.listPage(ctx, q, nil)
 	if err != nil {
 		in.fail(w, err)
 		return
@@ -168,7 +286,7 @@ func (in *Inspector) liveExecutions(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-poll.C:
-			if page, known, err = in.listPage(ctx, q, known); err == nil {
+			if page, seen, err = in.listPage(ctx, q, seen); err == nil {
 				data, digest, err = pageContent(page)
 			}
 			if err != nil {

@@ -114,15 +114,21 @@ func TestLiveListFollowsTheStore(t *testing.T) {
 }
 
 // TestLiveListQuery: the live list takes /api/executions's query (a page
-// size, a cursor, a tenant), and a page holding a digest that is not the
-// current list's gets the list at once. A malformed limit is refused with
-// /api/executions's JSON error, no stream, and the store as it was.
+// size, a cursor, an id prefix, a flow, a tenant, a status), and a page
+// holding a digest that is not the current list's gets the list at once.
+// A malformed limit, status or cursor is refused with /api/executions's
+// JSON error, no stream, and the store as it was.
 func TestLiveListQuery(t *testing.T) {
 	w := newWorld(t)
 	_, srv := serve(t, w.src, inspect.Options{ListPoll: inspect.MinListPoll})
 	ctx := testContext(t)
 	_, before := getBody(t, srv, "/api/executions")
-	for _, q := range []string{"?limit=1", "?after=done", "?tenant=nobody"} {
+	_, first := getBody(t, srv, "/api/executions?limit=1")
+	var page struct{ Next string }
+	if err := json.Unmarshal([]byte(first), &page); err != nil || page.Next == "" {
+		t.Fatalf("a first page of one has no next: %s %v", first, err)
+	}
+	for _, q := range []string{"?limit=1", "?after=" + page.Next, "?tenant=nobody", "?q=par", "?flow=two", "?status=suspended"} {
 		_, body := getBody(t, srv, "/api/executions"+q)
 		if f := readListFrame(t, openSSE(t, ctx, srv, "/api/executions/live"+q, "")); f.data != strings.TrimSuffix(body, "\n") {
 			t.Fatalf("%s: the live list %s, /api/executions %s", q, f.data, body)
@@ -131,7 +137,7 @@ func TestLiveListQuery(t *testing.T) {
 	if f := readListFrame(t, openSSE(t, ctx, srv, "/api/executions/live", "0123456789abcdef")); f.data != strings.TrimSuffix(before, "\n") {
 		t.Fatalf("holding another digest: the live list %s, /api/executions %s", f.data, before)
 	}
-	for _, q := range []string{"?limit=x", "?limit=-1", "?limit=1.5"} {
+	for _, q := range []string{"?limit=x", "?limit=-1", "?limit=1.5", "?status=done", "?after=done"} {
 		code, body := getBody(t, srv, "/api/executions/live"+q)
 		if wantCode, wantBody := getBody(t, srv, "/api/executions"+q); code != http.StatusBadRequest || code != wantCode || body != wantBody {
 			t.Fatalf("%s: %d %s, /api/executions: %d %s", q, code, body, wantCode, wantBody)
