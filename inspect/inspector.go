@@ -82,6 +82,7 @@ func New(src Source, opts Options) (*Inspector, error) {
 	})
 	in.listRoutes()
 	in.mux.HandleFunc("GET /api/events", in.events)
+	in.mux.HandleFunc("GET /api/log", in.download)
 	in.mux.HandleFunc("GET /api/state", in.state)
 	in.mux.HandleFunc("GET /api/refs", in.refs)
 	in.mux.HandleFunc("GET /api/live", in.live)

@@ -439,8 +439,16 @@ func saveScreenshot(t *testing.T, ctx context.Context, name string) []byte {
 // LOOM_UPDATE_SCREENSHOT=1.
 func updateDocsScreenshot(t *testing.T, png []byte) {
 	t.Helper()
+	updateDocsImage(t, "inspector.png", png)
+}
+
+// updateDocsImage refreshes docs/<name> with png when
+// LOOM_UPDATE_SCREENSHOT=1: the screenshots the README shows are the
+// tests' own.
+func updateDocsImage(t *testing.T, name string, png []byte) {
+	t.Helper()
 	if os.Getenv("LOOM_UPDATE_SCREENSHOT") == "1" {
-		docs := filepath.Join("..", "..", "docs", "inspector.png")
+		docs := filepath.Join("..", "..", "docs", name)
 		if err := os.WriteFile(docs, png, 0o644); err != nil {
 			t.Fatal(err)
 		}

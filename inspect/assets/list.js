@@ -16,20 +16,144 @@ const list = {
   headNext: '',       // the cursor after them
   tail: [],           // pages fetched after the head
   tailNext: null,     // the cursor after the tail; null before a page is fetched
+  order: '',          // 'recent' (the store's catalog, newest first) or 'id'
+  counts: null,       // executions by status of the filters (prefix, flow, tenant); recent order only
 };
+
+// STATUSES are the statuses a list filters by, in the fold's order.
+const STATUSES = ['pending', 'running', 'suspended', 'completed', 'failed', 'cancelled', 'continued'];
+
+// filters is the list's query: an id prefix (q), a status, a flow and a
+// tenant, each '' for any. They live in the page's query string, so a
+// link holds them, and the server applies them.
+const filters = { q: '', status: '', flow: '', tenant: '' };
+
+function readFilters() {
+  const p = new URLSearchParams(location.search);
+  for (const k of Object.keys(filters)) filters[k] = p.get(k) || '';
+}
+
+// ---- the filter bar -------------------------------------------------------
+
+// ensureControls builds the search box, the filters and the counts once,
+// from the query string.
+function ensureControls() {
+  const box = $('#list-controls');
+  if (box.dataset.built) return;
+  box.dataset.built = 'yes';
+  readFilters();
+  const field = (id, label, input) => el('div', { class: 'field' }, el('label', { htmlFor: id, text: label }), input);
+  const q = el('input', { id: 'f-q', type: 'search', placeholder: 'id prefix', autocomplete: 'off', value: filters.q });
+  const status = el('select', { id: 'f-status' }, el('option', { value: '', text: 'any' }),
+    ...STATUSES.map((s) => el('option', { value: s, text: s })));
+  status.value = filters.status;
+  const flow = el('input', { id: 'f-flow', type: 'text', placeholder: 'any', autocomplete: 'off', value: filters.flow });
+  const tenant = el('input', { id: 'f-tenant', type: 'text', placeholder: 'any', autocomplete: 'off', value: filters.tenant });
+  const form = el('form', { id: 'list-filters', role: 'search', 'aria-label': 'filter executions' },
+    field('f-q', 'Search by id', q), field('f-status', 'Status', status),
+    field('f-flow', 'Flow', flow), field('f-tenant', 'Tenant', tenant));
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); applyFilters(); });
+  let typing = 0;
+  for (const input of [q, flow, tenant]) {
+    input.addEventListener('input', () => { clearTimeout(typing); typing = setTimeout(applyFilters, 250); });
+  }
+  status.addEventListener('change', applyFilters);
+  box.append(form,
+    el('div', { id: 'list-counts', role: 'group', 'aria-label': 'executions by status' }),
+    el('p', { id: 'list-order', class: 'muted' }));
+  setInterval(renderExecutions, 30000); // relative times move on
+}
+
+// applyFilters takes the filter bar's values as the list's query: the
+// query string follows (a reload or a link keeps them) and the list starts
+// again from its first page.
+function applyFilters() {
+  const next = {
+    q: $('#f-q').value.trim(), status: $('#f-status').value,
+    flow: $('#f-flow').value.trim(), tenant: $('#f-tenant').value.trim(),
+  };
+  if (Object.keys(filters).every((k) => filters[k] === next[k])) return;
+  Object.assign(filters, next);
+  const p = new URLSearchParams(location.search);
+  for (const [k, v] of Object.entries(filters)) {
+    if (v) p.set(k, v); else p.delete(k);
+  }
+  const qs = p.toString();
+  history.replaceState(null, '', location.pathname + (qs ? '?' + qs : '') + location.hash);
+  Object.assign(list, { limit: LIST_PAGE, head: [], headNext: '', tail: [], tailNext: null });
+  view.next = '';
+  loadExecutions().catch(showError);
+}
+
+// renderCounts shows the counts by status as buttons that filter by it
+// (pressed: the status filtered by), and the list's order.
+function renderCounts() {
+  const box = $('#list-counts');
+  if (!box) return;
+  box.replaceChildren();
+  if (list.counts) {
+    const total = Object.values(list.counts).reduce((a, b) => a + b, 0);
+    const chip = (status, n, label) => {
+      const b = el('button', { type: 'button', class: 'count s-' + (status || 'all'), 'data-status': status,
+        'aria-pressed': String(filters.status === status), text: label + ' ' + n });
+      b.addEventListener('click', () => { $('#f-status').value = status; applyFilters(); });
+      return b;
+    };
+    box.append(chip('', total, 'all'));
+    for (const s of STATUSES) if (list.counts[s]) box.append(chip(s, list.counts[s], s));
+  }
+  $('#list-order').textContent = list.order === 'id'
+    ? 'in id order: this store keeps no catalog, so filters apply a page at a time and there are no counts'
+    : 'newest first';
+}
+
+// ---- times ----------------------------------------------------------------
+
+// ago is how long before now a recorded time was, in words.
+function ago(ms) { return span(Date.now() - ms) + ' ago'; }
+
+// span is a duration in words: 45s, 12m, 3h 5m, 2d 4h.
+function span(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return s + 's';
+  const m = Math.floor(s / 60);
+  if (m < 60) return m + 'm';
+  const h = Math.floor(m / 60);
+  if (h < 24) return h + 'h' + (m % 60 ? ' ' + (m % 60) + 'm' : '');
+  const d = Math.floor(h / 24);
+  return d + 'd' + (h % 24 ? ' ' + (h % 24) + 'h' : '');
+}
+
+const ENDED = new Set(['completed', 'failed', 'cancelled', 'continued']);
+
+// timesOf is a listing's times: when it started (relative, the recorded
+// instant on hover), and how long it ran (ended: from its start to its
+// last event) or has been running or parked (until now).
+function timesOf(x) {
+  const out = [];
+  if (x.startedAt) {
+    out.push(el('time', { dateTime: new Date(x.startedAt).toISOString(), title: time(x.startedAt), text: 'started ' + ago(x.startedAt) }));
+    const took = ENDED.has(x.status) ? 'took ' + span(x.updatedAt - x.startedAt)
+      : (x.status === 'suspended' ? 'parked, ' : 'running, ') + span(Date.now() - x.startedAt) + ' so far';
+    out.push(el('span', { class: 'took', title: 'last event ' + time(x.updatedAt), text: took }));
+  }
+  return out;
+}
 
 // ---- the execution list and the refs --------------------------------------
 
-// listParams is params plus the page's own ?tenant= filter, if any: the
-// query of every list request.
+// listParams is params plus the list's filters: the query of every list
+// request.
 function listParams(params) {
-  const tenant = new URLSearchParams(location.search).get('tenant');
-  return tenant ? Object.assign({ tenant }, params) : params;
+  const out = Object.assign({}, params);
+  for (const [k, v] of Object.entries(filters)) if (v) out[k] = v;
+  return out;
 }
 
 // loadExecutions starts the list: live when the browser can stream, else
 // its first page fetched. It resolves once the list is shown.
 function loadExecutions() {
+  ensureControls();
   if (typeof EventSource === 'undefined') {
     setListLive(false, 'not live: this browser cannot stream');
     return fetchExecutions();
@@ -62,6 +186,8 @@ function openLiveList() {
       const page = JSON.parse(msg.data);
       list.head = page.executions;
       list.headNext = page.next || '';
+      list.order = page.order;
+      list.counts = page.counts || null;
       setListLive(true);
       showList();
       resolve();
@@ -92,6 +218,10 @@ async function fetchExecutions() {
   const params = { limit: LIST_PAGE };
   if (view.next) params.after = view.next;
   const page = await api('executions', listParams(params));
+  if (list.tailNext === null && !list.head.length) {
+    list.order = page.order;
+    list.counts = page.counts || null;
+  }
   list.tail = list.tail.concat(page.executions);
   list.tailNext = page.next || '';
   showList();
@@ -156,14 +286,19 @@ function renderExecutions() {
     a.append(badge);
     const parent = lastLink(x.forkChain);
     const meta = [x.workflowId, x.length + ' events'];
+    if (x.tenant) meta.push('tenant ' + x.tenant);
     if (x.suspendedOn) meta.push('parked on ' + x.suspendedOn);
     if (parent) meta.push('fork of ' + parent.executionId + ' @#' + parent.sequence);
     if (x.parent && x.parent.executionId) meta.push('child of ' + x.parent.executionId);
     a.append(el('span', { class: 'meta', text: meta.join(' · ') }));
+    const times = timesOf(x);
+    if (times.length) a.append(el('span', { class: 'times' }, ...times.flatMap((n, i) => (i ? [' · ', n] : [n]))));
     if (x.executionId === view.selected) a.classList.add('selected');
     ul.append(el('li', { 'data-id': x.executionId }, a));
   }
+  if (!view.executions.length) ul.append(el('li', { class: 'none', text: Object.values(filters).some(Boolean) ? 'no execution matches the filters' : 'no executions yet' }));
   $('#more-executions').hidden = !view.next;
+  renderCounts();
   bar.scrollTop = top;
   if (window.scrollX !== sx || window.scrollY !== sy) window.scrollTo(sx, sy);
   const again = focused === undefined ? null : Array.from(ul.querySelectorAll('a')).find((n) => n.dataset.id === focused);
