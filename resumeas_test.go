@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/event"
@@ -135,4 +137,95 @@ func TestRecoverRedrivesACrashedExecutionWithoutAResume(t *testing.T) {
 	if n, _ := rt.Recover(h.ctx()); n != 0 {
 		t.Fatalf("a completed execution was recovered again: %d", n)
 	}
+}
+
+// §5-j: resumeAs onto a parked execution enforces every resume rule — the
+// authenticator and the authorizer as much as the gate and the schema. A
+// caller the ResumeAuthenticator refuses is refused as unauthenticated with
+// nothing appended, before the target flow or the answer's shape is
+// looked at; an Authorizer denying the resume records EXECUTION_DENIED and
+// nothing else; each time the execution stays parked on its own flow, and
+// an authenticated, authorized ResumeAs then records its principal.
+func TestSpec5_ResumeAsOntoAParkedExecutionRunsTheAuthenticatorAndTheAuthorizer(t *testing.T) {
+	target := loom.NewFlow("gated-v2", func(ctx *loom.Context, _ struct{}) (json.RawMessage, error) {
+		return ctx.Suspend("approve", loom.Timeout(time.Hour))
+	}, loom.WithResumeSchema("approve", approveSchema))
+	auth := &stubAuthenticator{}
+	authz := &switchAuthorizer{}
+	h := newHarnessWith(t, loom.Config{ResumeAuthenticator: auth, Authorizer: authz}, gatedFlow(), target)
+	id := parked(t, h)
+	before := len(h.log(id))
+	good := json.RawMessage(`{"approved":true}`)
+
+	for _, ev := range []loom.ResumeEvent{
+		{EventType: "approve", Payload: good},
+		{EventType: "approve", Payload: good, Credentials: json.RawMessage(`"nope"`)},
+		// Identity comes first: a bad shape and another gate read as
+		// unauthenticated too, and reveal nothing.
+		{EventType: "approve", Payload: json.RawMessage(`{"approved":"x"}`)},
+		{EventType: "other", Credentials: json.RawMessage(`"nope"`)},
+	} {
+		err := h.rt.ResumeAs(h.ctx(), id, ev, loom.OntoFlow("gated-v2"))
+		refused(t, h, id, before, err, loom.RefusedUnauthenticated)
+	}
+
+	authz.deny.Store(true)
+	err := h.rt.ResumeAs(h.ctx(), id, loom.ResumeEvent{EventType: "approve", Payload: good, Credentials: json.RawMessage(`"secret"`)}, loom.OntoFlow("gated-v2"))
+	var de *loom.ExecutionDeniedError
+	if !errors.As(err, &de) || de.Action != "resume" {
+		t.Fatalf("a denied resumeAs: %v, want *loom.ExecutionDeniedError for resume", err)
+	}
+	log := h.log(id)
+	if len(log) != before+1 || log[before].Type != event.ExecutionDenied {
+		t.Fatalf("a denied resumeAs appended %v, want EXECUTION_DENIED alone", types(log[before:]))
+	}
+	if req := authz.last(); req.Action != "resume" || req.ExecutionID != id || req.FlowID != "gated-v2" {
+		t.Fatalf("the Authorizer saw %+v, want the resume of %s onto gated-v2", req, id)
+	}
+	authz.deny.Store(false)
+	st, err := h.rt.LoadState(h.ctx(), id)
+	if err != nil || st.Status != fold.StatusSuspended {
+		t.Fatalf("after the refusals: %v, status %s", err, st.Status)
+	}
+	if flow, err := h.rt.FlowOf(h.ctx(), id); err != nil || flow != "gated" {
+		t.Fatalf("after the refusals the execution runs %q (%v), want its own flow gated", flow, err)
+	}
+	denied := len(h.log(id))
+	if err := h.rt.ResumeAs(h.ctx(), id, loom.ResumeEvent{EventType: "approve", Payload: good, Credentials: json.RawMessage(`"secret"`)}, loom.OntoFlow("gated-v2")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.rt.WaitForCompletion(h.ctx(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := res.State.Variables.Approvals; len(a) != 1 || string(a[0].Principal) != `{"sub":"ann"}` {
+		t.Fatalf("the approval recorded %+v, want ann's", a)
+	}
+	if flow, err := h.rt.FlowOf(h.ctx(), id); err != nil || flow != "gated-v2" || len(h.log(id)) <= denied {
+		t.Fatalf("after the admitted resumeAs the execution runs %q (%v)", flow, err)
+	}
+}
+
+// switchAuthorizer denies every action while deny is set, and keeps the
+// last request it saw.
+type switchAuthorizer struct {
+	deny atomic.Bool
+	mu   sync.Mutex
+	req  loom.AuthzRequest
+}
+
+func (a *switchAuthorizer) Authorize(_ context.Context, req loom.AuthzRequest) error {
+	a.mu.Lock()
+	a.req = req
+	a.mu.Unlock()
+	if a.deny.Load() {
+		return errors.New("not today")
+	}
+	return nil
+}
+
+func (a *switchAuthorizer) last() loom.AuthzRequest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.req
 }
