@@ -251,7 +251,7 @@ type ExecutionAuthorizer interface {
 
 // AuthzRequest describes an action to authorize.
 type AuthzRequest struct {
-	Action      string // "start", "resume", "cancel", "query", "send"
+	Action      string // "start", "resume", "cancel", "query", "send", "compact", "delete", "shred", "list" (a denied "list" only leaves the execution out, recording nothing)
 	ExecutionID string
 	FlowID      string
 	// Tenant is the execution's recorded tenant (for a start, the

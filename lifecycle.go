@@ -102,20 +102,35 @@ func bounded(s string) string {
 }
 
 // recordDenial appends EXECUTION_DENIED to an existing execution, through
-// its live journal when this process drives it. Best effort: a denial of an
-// unknown or busy execution is not recorded.
+// its live journal when this process drives it. An execution this process
+// is parking, ending or claiming is waited for (as Cancel waits), so a
+// denial is never dropped for a moment's business; a denial of an unknown
+// execution, or one whose caller's context ends first, is not recorded
+// (logged when the store fails).
 func (rt *Runtime) recordDenial(ctx context.Context, id, action, reason string) {
 	payload := map[string]any{"action": action, "reason": bounded(reason)}
-	if x := rt.liveExecution(id); x != nil {
+	for {
+		x := rt.liveExecution(id)
+		if x == nil {
+			break
+		}
 		rt.mu.Lock()
 		r := x.drive
+		changed := rt.changedChanLocked()
 		rt.mu.Unlock()
-		if r != nil {
+		if r != nil && !r.stopped() && !r.j.Ended() {
 			if _, err := r.j.Commit(event.ExecutionDenied, payload, nil); err == nil {
 				_ = r.j.Barrier(context.WithoutCancel(ctx))
+				return
 			}
+			// The drive ended meanwhile: look again.
 		}
-		return
+		select {
+		case <-x.done:
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
 	}
 	err := rt.transact(ctx, id, txSpec{
 		op: "deny",

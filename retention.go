@@ -225,7 +225,8 @@ func (rt *Runtime) ApplyRetention(ctx context.Context, p RetentionPolicy, dryRun
 				if err != nil {
 					return rep, err
 				}
-				if expired && pinned[x.ExecutionID] {
+				_, isPinned := pinned[x.ExecutionID]
+				if expired && isPinned {
 					rep.KeptByRef++
 				} else if expired {
 					streams, err := rt.chainStreams(ctx, x)
@@ -233,6 +234,9 @@ func (rt *Runtime) ApplyRetention(ctx context.Context, p RetentionPolicy, dryRun
 						return rep, err
 					}
 					if !dryRun {
+						if err := rt.authorize(ctx, "delete", x.ExecutionID, "", true); err != nil {
+							return rep, err
+						}
 						if err := rt.deleteExecution(ctx, deleter, archived, x.ExecutionID, streams); err != nil {
 							return rep, err
 						}
@@ -264,18 +268,21 @@ func (rt *Runtime) ApplyRetention(ctx context.Context, p RetentionPolicy, dryRun
 	}
 }
 
-// pinnedByRefs is the set of executions a branch ref points at.
-func (rt *Runtime) pinnedByRefs(ctx context.Context) (map[string]bool, error) {
-	pinned := map[string]bool{}
+// pinnedByRefs maps each execution a branch ref points at to the first
+// such ref's name.
+func (rt *Runtime) pinnedByRefs(ctx context.Context) (map[string]string, error) {
+	pinned := map[string]string{}
 	if rt.cfg.Branches == nil {
 		return pinned, nil
 	}
 	refs, err := rt.cfg.Branches.ListRefs(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("loom: retention: listing branch refs: %w", err)
+		return nil, fmt.Errorf("loom: listing branch refs: %w", err)
 	}
 	for _, r := range refs {
-		pinned[r.ExecutionID] = true
+		if _, ok := pinned[r.ExecutionID]; !ok {
+			pinned[r.ExecutionID] = r.Name
+		}
 	}
 	return pinned, nil
 }
@@ -328,32 +335,31 @@ func (rt *Runtime) chainStreams(ctx context.Context, x store.ExecutionInfo) ([]s
 }
 
 // deleteExecution removes an ended execution's log, snapshots and the
-// inbox streams it takes with it (the snapshots and streams first: a log
-// without them is whole and the next pass deletes it, while a stream whose
-// log is gone would be listed by nothing any more).
+// inbox streams it takes with it, and its archived history when archived
+// is set (the snapshots, streams and archive first: a log without them is
+// whole and the next pass deletes it, while a stream whose log is gone
+// would be listed by nothing any more). The caller has authorized the
+// "delete"; ApplyRetention and DeleteExecution share it.
 func (rt *Runtime) deleteExecution(ctx context.Context, deleter store.ExecutionDeleter, archived store.ArchiveDeleter, id string, streams []string) error {
-	if err := rt.authorize(ctx, "delete", id, "", true); err != nil {
-		return err
-	}
 	for _, s := range streams {
 		if err := deleter.DeleteExecution(ctx, s); err != nil {
-			return fmt.Errorf("loom: retention: deleting the inbox stream %q of %q: %w", s, id, err)
+			return fmt.Errorf("loom: deleting the inbox stream %q of %q: %w", s, id, err)
 		}
 	}
 	if archived != nil {
 		// Before the log: a crash in between leaves a log the next pass
 		// deletes, never an archive nothing lists any more.
 		if err := archived.DeleteArchived(ctx, id); err != nil {
-			return fmt.Errorf("loom: retention: deleting the archived history of %q: %w", id, err)
+			return fmt.Errorf("loom: deleting the archived history of %q: %w", id, err)
 		}
 	}
 	if sd, ok := rt.cfg.Snapshots.(store.SnapshotDeleter); ok {
 		if err := sd.DeleteExecution(ctx, id); err != nil {
-			return fmt.Errorf("loom: retention: deleting the snapshots of %q: %w", id, err)
+			return fmt.Errorf("loom: deleting the snapshots of %q: %w", id, err)
 		}
 	}
 	if err := deleter.DeleteExecution(ctx, id); err != nil {
-		return fmt.Errorf("loom: retention: deleting %q: %w", id, err)
+		return fmt.Errorf("loom: deleting %q: %w", id, err)
 	}
 	return nil
 }

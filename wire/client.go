@@ -114,6 +114,14 @@ func (c *Client) Recover(ctx context.Context) (RecoverResult, error) {
 	return r, c.Call(ctx, MethodRecover, struct{}{}, &r)
 }
 
+// List calls execution.list (1.5.0): one page of the app's executions.
+// Page on with p.After set to the result's Next until it is "": a page
+// may be short, or empty, before the last.
+func (c *Client) List(ctx context.Context, p ListParams) (ListResult, error) {
+	var r ListResult
+	return r, c.Call(ctx, MethodList, p, &r)
+}
+
 // Fork calls execution.fork.
 func (c *Client) Fork(ctx context.Context, p ForkParams) (ForkResult, error) {
 	var r ForkResult

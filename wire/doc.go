@@ -42,7 +42,7 @@
 // stored payload that is not UTF-8) is replaced by CodeInternal, and an
 // event stream ends with an internal-error event instead.
 //
-// # Methods (wire ABI 1.4.0)
+// # Methods (wire ABI 1.5.0)
 //
 //	method               params                                          result
 //	loom.handshake       —                                               {wireAbiVersion, kernelAbiVersion, syscalls, eventSchemaVersion, methods, maxRequestBytes, maxEventsPage, flows}
@@ -61,6 +61,7 @@
 //	execution.send       {executionId, topic, payload?}                  {executionId}
 //	execution.resumeAs   {executionId, flowId?, input?, eventType?, payload?, credentials?, wait?}  {executionId, state?}
 //	runtime.recover      —                                               {recovered}
+//	execution.list       {after?, limit?, flowId?, status?}              {executions: [summary…], next?}
 //
 // state is always fold.Encode's canonical JSON ({status, frames, variables,
 // sequence, startedAt, updatedAt}), byte-identical on every conforming
@@ -96,6 +97,22 @@
 // both read-model methods with -32071 (data.field "ReadModels"); an
 // invalid query — a bad kind, field or cursor — is -32602 with data.field
 // and data.reason, and nothing is read.
+//
+// execution.list (1.5.0) reads one page of the app's event store in id
+// order (loom.Runtime.List): limit entries of the store's listing after the
+// cursor after (default 50, at most 500), keeping the executions of flowId
+// and in status when given; inbox streams are never listed. Each summary is
+// {executionId, workflowId, length, status, sequence, updatedAt,
+// suspendedOn?, tenant?, parent?, forkChain?} — the names of the
+// inspector's listing and of loom ls --json — from the execution's latest
+// durable folded state. A caller whose principal names a tenant sees only
+// its tenant's executions; with the runtime's Authorizer each execution is a
+// "list", and a denied one is left out: listing records nothing. Filters
+// apply within the store page, so a page may hold fewer summaries than
+// limit, none even, while next is set: next continues where the store page
+// ended, and paging until next is absent visits every execution once. A
+// negative limit, an unknown status, a malformed flowId or after is -32602
+// with data.field and data.reason, and nothing is read.
 //
 // # The event stream
 //
@@ -157,7 +174,7 @@
 //	-32700   parse error: the body is not JSON            —
 //	-32600   invalid request                              not a JSON-RPC 2.0 request object; a bad id is answered with id null
 //	-32601   method not found                             —
-//	-32602   invalid params                               missing, mistyped, unknown or repeated params; text not UTF-8 (data.location)
+//	-32602   invalid params                               missing, mistyped, unknown or repeated params; text not UTF-8 (data.location); an invalid read-model or list query (data.field, data.reason)
 //	-32603   internal error (cause logged, not sent)      anything unmapped
 //	-32001   unauthenticated (HTTP 401)                   Options.Authenticate
 //	-32002   denied                                       *loom.ExecutionDeniedError (the Authorizer)
@@ -173,6 +190,7 @@
 //	-32018   refused: unauthenticated resume              loom.RefusedUnauthenticated
 //	-32019   refused: busy (retry after data.expiresAt)   *loom.ExecutionBusyError, loom.RefusedBusy (data.owner, data.expiresAt)
 //	-32020   resume payload fails the gate's schema       *loom.ResumePayloadValidationError (data.gate, data.location, data.violations; data.reason "in-doubt" at an in-doubt park)
+//	-32021   send refused: the execution has ended        *loom.SendRefusedError (data.executionId, data.reason) — 1.4.0
 //	-32030   execution not found                          loom.ErrExecutionNotFound
 //	-32031   execution exists                             loom.ErrExecutionExists (wins over a journal or store error in its chain)
 //	-32032   unknown flow                                 loom.ErrUnknownFlow
@@ -206,6 +224,12 @@
 //
 // 1.3.0 added readmodel.query and readmodel.watch, and data.reason on
 // -32602 for an invalid read-model query; nothing was renamed or removed.
+//
+// 1.4.0 added execution.send, execution.resumeAs, runtime.recover and the
+// code -32021; nothing was renamed or removed.
+//
+// 1.5.0 added execution.list, and data.field and data.reason on -32602 for
+// an invalid list query; nothing was renamed or removed.
 //
 // # Security defaults
 //

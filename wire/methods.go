@@ -97,6 +97,12 @@ func (h *handler) dispatch(ctx context.Context, method string, params json.RawMe
 			return nil, err
 		}
 		return RecoverResult{Recovered: n}, nil
+	case MethodList:
+		var p ListParams
+		if err := decodeParams(params, &p, false); err != nil {
+			return nil, err
+		}
+		return h.list(ctx, p)
 	case MethodReadModelQuery:
 		var p ReadModelQueryParams
 		if err := decodeParams(params, &p, true); err != nil {
@@ -183,6 +189,22 @@ func (h *handler) resumeAs(ctx context.Context, p ResumeAsParams) (ResumeAsResul
 		return ResumeAsResult{}, err
 	}
 	return ResumeAsResult{ExecutionID: p.ExecutionID, State: h.settled(ctx, p.ExecutionID, p.Wait)}, nil
+}
+
+// list reads one page through the runtime, which scopes it to the
+// caller's tenant and asks its Authorizer; a refused query is invalid
+// params naming the param (data.field, data.reason), and nothing is read.
+func (h *handler) list(ctx context.Context, p ListParams) (ListResult, error) {
+	page, err := h.rt.List(ctx, loom.ListQuery{After: p.After, Limit: p.Limit, FlowID: p.FlowID, Status: p.Status})
+	var qe *loom.ListQueryError
+	if errors.As(err, &qe) {
+		return ListResult{}, newError(CodeInvalidParams, "invalid list query: "+qe.Field+": "+qe.Reason+"; nothing was read",
+			map[string]any{"field": qe.Field, "reason": qe.Reason})
+	}
+	if err != nil {
+		return ListResult{}, err
+	}
+	return ListResult{Executions: page.Executions, Next: page.Next}, nil
 }
 
 func (h *handler) resume(ctx context.Context, p ResumeParams) (ResumeResult, error) {

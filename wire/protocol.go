@@ -24,17 +24,20 @@ import (
 // readmodel.query and readmodel.watch, one page of read models and its live
 // form. 1.4.0 added execution.send (a message to an execution's inbox),
 // execution.resumeAs (re-open an execution, onto another flow or input),
-// runtime.recover (one recovery pass) and the code CodeSendRefused.
-const Version = "1.4.0"
+// runtime.recover (one recovery pass) and the code CodeSendRefused. 1.5.0
+// added execution.list, one page of the app's executions with their folded
+// status, scoped to the caller's tenant and authorization.
+const Version = "1.5.0"
 
 // Path is where Handler answers when an app mounts it at the root: every
 // JSON-RPC request, including the subscribe stream, is a POST to Path.
 const Path = "/rpc"
 
-// The methods of wire ABI 1.4.0: one per syscall-ABI entry point a client
+// The methods of wire ABI 1.5.0: one per syscall-ABI entry point a client
 // outside the process may call, the handshake, and the read-model queries.
 // Resolve and Gate came with 1.1.0, Watch with 1.2.0, ReadModelQuery and
-// ReadModelWatch with 1.3.0, Send, ResumeAs and Recover with 1.4.0.
+// ReadModelWatch with 1.3.0, Send, ResumeAs and Recover with 1.4.0, List
+// with 1.5.0.
 const (
 	MethodHandshake = "loom.handshake"
 	MethodStart     = "execution.start"
@@ -50,6 +53,7 @@ const (
 	MethodSend      = "execution.send"
 	MethodResumeAs  = "execution.resumeAs"
 	MethodRecover   = "runtime.recover"
+	MethodList      = "execution.list"
 
 	MethodReadModelQuery = "readmodel.query"
 	MethodReadModelWatch = "readmodel.watch"
@@ -60,7 +64,7 @@ const (
 func Methods() []string {
 	return []string{MethodHandshake, MethodStart, MethodResume, MethodCancel, MethodFork,
 		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate, MethodWatch,
-		MethodReadModelQuery, MethodReadModelWatch, MethodSend, MethodResumeAs, MethodRecover}
+		MethodReadModelQuery, MethodReadModelWatch, MethodSend, MethodResumeAs, MethodRecover, MethodList}
 }
 
 // Handshake is the result of loom.handshake: what a client feature-detects
@@ -200,6 +204,32 @@ type ResumeAsResult struct {
 // executions the pass re-drove or started.
 type RecoverResult struct {
 	Recovered int `json:"recovered"`
+}
+
+// ListParams are the params of execution.list (1.5.0): one page of the
+// app's event store, in id order after After, keeping the executions of
+// FlowID and in Status when given (loom.Runtime.List).
+type ListParams struct {
+	// After is the cursor: the Next of the previous page ("" for the first).
+	After string `json:"after,omitempty"`
+	// Limit is how many entries of the store's listing the page reads
+	// (default loom.DefaultListLimit, at most loom.MaxListLimit).
+	Limit int `json:"limit,omitempty"`
+	// FlowID keeps only the executions of this flow.
+	FlowID string `json:"flowId,omitempty"`
+	// Status keeps only the executions with this folded status.
+	Status fold.Status `json:"status,omitempty"`
+}
+
+// ListResult is the result of execution.list: the executions of one store
+// page that pass the filters, the caller's tenant and the app's
+// Authorizer (a "list" of each; a denied one is left out, and nothing is
+// recorded). A page may hold fewer executions than Limit, none even, while
+// Next is set: Next continues where the store page ended, and is absent on
+// the last page.
+type ListResult struct {
+	Executions []loom.ExecutionSummary `json:"executions"`
+	Next       string                  `json:"next,omitempty"`
 }
 
 // ForkParams are the params of execution.fork.

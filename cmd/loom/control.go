@@ -170,7 +170,11 @@ is durable.`,
 			if err != nil {
 				return err
 			}
-			res, err := remoteCall(c, &r, (*wire.Client).Start, wire.StartParams{FlowID: a[0], Input: raw, ExecutionID: id, Wait: wait})
+			var res wire.StartResult
+			err = c.waitFor(wait, func() (err error) {
+				res, err = remoteCall(c, &r, (*wire.Client).Start, wire.StartParams{FlowID: a[0], Input: raw, ExecutionID: id, Wait: wait})
+				return err
+			}, "start: waiting for the execution of %s to park or end (at most --timeout %s)", a[0], r.timeout)
 			if err != nil {
 				return err
 			}
@@ -215,7 +219,11 @@ authenticator and is never recorded.`,
 			if err != nil {
 				return err
 			}
-			res, err := remoteCall(c, &r, (*wire.Client).Resume, wire.ResumeParams{ExecutionID: a[0], EventType: eventType, Payload: raw, Credentials: cred, Wait: wait})
+			var res wire.ResumeResult
+			err = c.waitFor(wait, func() (err error) {
+				res, err = remoteCall(c, &r, (*wire.Client).Resume, wire.ResumeParams{ExecutionID: a[0], EventType: eventType, Payload: raw, Credentials: cred, Wait: wait})
+				return err
+			}, "resume: waiting for %s to park again or end (at most --timeout %s)", a[0], r.timeout)
 			if err != nil {
 				return err
 			}
@@ -240,9 +248,16 @@ func (c *cli) cancelCommand() *cobra.Command {
 		reason string
 	)
 	cmd := &cobra.Command{
-		Use:   "cancel <id>",
-		Short: "Cancel an execution (EXECUTION_CANCELLED)",
-		Args:  c.args("id"),
+		Use:     "cancel <id>",
+		Aliases: []string{"terminate"},
+		Short:   "Cancel (terminate) an execution at once (EXECUTION_CANCELLED)",
+		Long: `cancel ends the execution at once through the app at --addr, durably: it
+records EXECUTION_CANCELLED with --reason, a running step's effect sees its
+context cancelled, and no step starts after it. Loom's cancel is what other
+engines call terminate — there is no gentler cancel the flow handles first
+— so loom terminate is the same command. An execution that has already
+ended is refused (exit 5) and nothing is recorded.`,
+		Args: c.args("id"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			res, err := remoteCall(c, &r, (*wire.Client).Cancel, wire.CancelParams{ExecutionID: a[0], Reason: reason})
 			if err != nil {
@@ -325,7 +340,11 @@ A refusal records nothing and exits 5.`,
 			if err != nil {
 				return err
 			}
-			res, err := remoteCall(c, &r, (*wire.Client).ResumeAs, wire.ResumeAsParams{ExecutionID: a[0], FlowID: flowID, Input: in, EventType: eventType, Payload: raw, Wait: wait})
+			var res wire.ResumeAsResult
+			err = c.waitFor(wait, func() (err error) {
+				res, err = remoteCall(c, &r, (*wire.Client).ResumeAs, wire.ResumeAsParams{ExecutionID: a[0], FlowID: flowID, Input: in, EventType: eventType, Payload: raw, Wait: wait})
+				return err
+			}, "resume-as: waiting for %s to park or end (at most --timeout %s)", a[0], r.timeout)
 			if err != nil {
 				return err
 			}
@@ -363,7 +382,11 @@ It prints how many executions it re-drove or started. Apps recover on
 their own at start and every Recovery.Interval; this is for now.`,
 		Args: c.args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := remoteDo(c, &r, func(ctx context.Context, cl *wire.Client) (wire.RecoverResult, error) { return cl.Recover(ctx) })
+			var res wire.RecoverResult
+			err := c.waitFor(true, func() (err error) {
+				res, err = remoteDo(c, &r, func(ctx context.Context, cl *wire.Client) (wire.RecoverResult, error) { return cl.Recover(ctx) })
+				return err
+			}, "recover: waiting for the app's recovery pass (at most --timeout %s)", r.timeout)
 			if err != nil {
 				return err
 			}
@@ -397,7 +420,11 @@ steps with side effects run their simulation.`,
 			if !at.set || at.n < 0 {
 				return usagef("--at is required: the last sequence to copy, 0 or more (loom logs %s lists them)", a[0])
 			}
-			res, err := remoteCall(c, &r, (*wire.Client).Fork, wire.ForkParams{ExecutionID: a[0], At: &at.n, ForkID: id, Simulate: simulate, Wait: wait})
+			var res wire.ForkResult
+			err := c.waitFor(wait, func() (err error) {
+				res, err = remoteCall(c, &r, (*wire.Client).Fork, wire.ForkParams{ExecutionID: a[0], At: &at.n, ForkID: id, Simulate: simulate, Wait: wait})
+				return err
+			}, "fork: waiting for the fork of %s to park or end (at most --timeout %s)", a[0], r.timeout)
 			if err != nil {
 				return err
 			}
@@ -418,6 +445,15 @@ steps with side effects run their simulation.`,
 	cmd.Flags().BoolVar(&simulate, "simulate", false, "drive the fork in simulate mode")
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the fork parks or ends")
 	return cmd
+}
+
+// waitFor runs call, showing on stderr what it waits for while it does
+// when the call waits (a --wait flag).
+func (c *cli) waitFor(waits bool, call func() error, format string, args ...any) error {
+	if !waits {
+		return call()
+	}
+	return c.wait(call, format, args...)
 }
 
 // jsonFlag validates a JSON flag; empty means absent.

@@ -12,12 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loom-kernel/loom"
+	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/plugins/postgres"
 	"github.com/loom-kernel/loom/plugins/sqlite"
 	"github.com/loom-kernel/loom/store"
 )
 
-// The store-managing commands (compact, retention) write: they open the
+// The store-managing commands (compact, retention, delete) write: they open the
 // store through its plugin, as the app does (a schema older than this
 // loom's is migrated, as the app's next start would), and drive an inert
 // runtime over it — no flows, no recovery, no timer poller — so nothing
@@ -88,7 +89,11 @@ again after a crash and it finishes the move.`,
 				return usagef("--through is required: the last sequence to move into the archive")
 			}
 			return c.withWritableStore(storeSpec, func(w *writableStore) error {
-				res, err := w.rt.Compact(c.ctx, a[0], through)
+				var res loom.CompactResult
+				err := c.wait(func() (err error) {
+					res, err = w.rt.Compact(c.ctx, a[0], through)
+					return err
+				}, "compact: moving the history of %s through #%d into the archive of %s", a[0], through, w.name)
 				var ce *loom.CompactError
 				if errors.As(err, &ce) {
 					return usagef("%v", err)
@@ -151,14 +156,22 @@ opened.`,
 				return usagef("%s: %v", policyFile, err)
 			}
 			return c.withWritableStore(storeSpec, func(w *writableStore) error {
-				rep, err := w.rt.ApplyRetention(c.ctx, policy, dryRun)
+				verb := "deleting"
+				if dryRun {
+					verb = "counting"
+				}
+				var rep loom.RetentionReport
+				err := c.wait(func() (err error) {
+					rep, err = w.rt.ApplyRetention(c.ctx, policy, dryRun)
+					return err
+				}, "retention: %s what the policy expires in %s (every execution is read)", verb, w.name)
 				if err != nil {
 					return err
 				}
 				if c.json {
 					return c.printJSON(rep)
 				}
-				verb := "deleted"
+				verb = "deleted"
 				if dryRun {
 					verb = "would delete"
 				}
@@ -173,6 +186,64 @@ opened.`,
 	run.Flags().BoolVar(&dryRun, "dry-run", false, "change nothing; say what would be deleted")
 	retention.AddCommand(run)
 	return retention
+}
+
+func (c *cli) deleteCommand() *cobra.Command {
+	var storeSpec string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "delete <id> --store <store> [--dry-run]",
+		Short: "Delete one ended execution and everything kept for it (writes)",
+		Long: `delete removes one ended execution from the store: its log, its snapshots,
+its archived (compacted) history, its kernel timers and, unless it continued
+as a new execution, its chain's inbox streams — what a retention pass deletes
+for an expired execution, without the TTL. It keeps what retention keeps and
+what a live execution still needs, refusing with exit 5 and deleting nothing:
+an execution that has not ended (cancel it first), one a branch ref points at,
+a child whose live parent has not received its end, and a continued one whose
+successor has not started. An unknown id exits 4. --dry-run deletes nothing
+and says what would go; --json prints {dryRun, executionId, events,
+snapshots, archived, timers, inboxStreams}. Run it while no other process
+re-opens the execution (resume-as).`,
+		Args: c.args("id"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := event.ValidateID("execution id", a[0]); err != nil {
+				return usagef("%v", err)
+			}
+			return c.withWritableStore(storeSpec, func(w *writableStore) error {
+				verb := "deleting"
+				if dryRun {
+					verb = "measuring"
+				}
+				var rep loom.DeleteReport
+				err := c.wait(func() (err error) {
+					rep, err = w.rt.DeleteExecution(c.ctx, a[0], dryRun)
+					return err
+				}, "delete: %s %s in %s", verb, a[0], w.name)
+				var refused *loom.DeleteRefusedError
+				if errors.As(err, &refused) {
+					return &exitError{code: exitRefused, msg: strings.TrimPrefix(refused.Error(), "loom: "),
+						data: map[string]any{"executionId": refused.ExecutionID, "reason": string(refused.Reason)}}
+				}
+				if err != nil {
+					return c.explainWritable(a[0], err)
+				}
+				if c.json {
+					return c.printJSON(rep)
+				}
+				done := "deleted"
+				if dryRun {
+					done = "would delete"
+				}
+				fmt.Fprintf(c.stdout, "%s %s from %s: %d events, %d snapshots, %d archived events, %d timers, %d inbox streams\n",
+					done, rep.ExecutionID, w.name, rep.Events, rep.Snapshots, rep.Archived, len(rep.Timers), len(rep.InboxStreams))
+				return nil
+			})
+		},
+	}
+	storeFlag(cmd, &storeSpec)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "change nothing; say what would be deleted")
+	return cmd
 }
 
 // explainWritable maps a runtime error of a writing command to an exit.

@@ -4,15 +4,18 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/loom-kernel/loom"
 	"github.com/loom-kernel/loom/fold"
 	"github.com/loom-kernel/loom/inspect"
 	"github.com/loom-kernel/loom/store"
+	"github.com/loom-kernel/loom/wire"
 )
 
 // forkLink is one entry of _forkChain.
@@ -48,7 +51,8 @@ var statusOrder = []fold.Status{fold.StatusRunning, fold.StatusPending, fold.Sta
 
 // lsPage is what ls prints with --json: the inspector's listing shape
 // (/api/executions), so both name the same things the same way — length
-// for the number of events, forkChain for the lineage.
+// for the number of events, forkChain for the lineage — as the wire ABI's
+// execution.list does.
 type lsPage struct {
 	Executions []inspect.Listing `json:"executions"`
 	// Next is the --after of the next page (id order only).
@@ -59,25 +63,33 @@ type lsPage struct {
 
 func (c *cli) lsCommand() *cobra.Command {
 	var (
+		r                                              remote
 		storeSpec, after, status, flow, sortBy, tenant string
 		limit                                          int
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List executions with their folded status, a page at a time",
-		Long: `ls lists the executions of a store with the status folded from each one's
-latest snapshot and log tail. --status, --flow and --tenant filter; --limit and --after
-page (the last line names the --after of the next page).
+		Long: `ls lists the executions of a store (--store) or of a running app (--addr and
+--token, through the wire ABI's execution.list) with the status folded from
+each one's latest snapshot and log tail; give exactly one of --store and
+--addr. Over the wire the app decides what the caller sees: a token whose
+principal names a tenant lists that tenant's executions only, and the app's
+authorizer leaves out what it denies. --status, --flow and --tenant filter;
+--limit and --after page (the last line names the --after of the next page).
+Inbox streams are not executions and are never listed.
 
 --sort orders the list: id (the default; pages with --after), updated (the
 most recently updated first) or status (running, pending, suspended, failed,
 cancelled, completed, continued; then by id). Sorting by updated or status
-reads every execution of the store and shows the first --limit.
+reads every execution and shows the first --limit. Reading many pages shows
+progress on stderr (--progress).
 
 --json prints {executions: [{executionId, workflowId, length, status,
-sequence, updatedAt, suspendedOn?, forkChain?}], next?, more?}: length is
-the number of events, forkChain the fork lineage (as the state's _forkChain),
-the same names as the inspector's API.`,
+sequence, updatedAt, suspendedOn?, forkChain?, parent?, tenant?}], next?,
+more?}: length is the number of events, forkChain the fork lineage (as the
+state's _forkChain), the same names as the inspector's API and the wire
+ABI's execution.list. Both modes print the same.`,
 		Args: c.args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
@@ -95,12 +107,23 @@ the same names as the inspector's API.`,
 			default:
 				return usagef("--sort is id, updated or status, not %q", sortBy)
 			}
-			return c.withStore(storeSpec, func(s *openedStore) error {
-				return c.ls(s, lsQuery{after: after, limit: limit, status: fold.Status(status), flow: flow, tenant: tenant, sort: sortBy})
-			})
+			q := lsQuery{after: after, limit: limit, status: fold.Status(status), flow: flow, tenant: tenant, sort: sortBy}
+			wireMode, err := lsMode(cmd)
+			if err != nil {
+				return err
+			}
+			if wireMode {
+				cl, err := r.client()
+				if err != nil {
+					return err
+				}
+				return c.ls(q, c.wireListings(&r, cl, q))
+			}
+			return c.withStore(storeSpec, func(s *openedStore) error { return c.ls(q, c.storeListings(s, q)) })
 		},
 	}
 	storeFlag(cmd, &storeSpec)
+	r.flags(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 50, "list at most `n` executions")
 	cmd.Flags().StringVar(&after, "after", "", "start after this execution `id` (the cursor a previous page printed)")
 	cmd.Flags().StringVar(&status, "status", "", "only executions with this `status` (suspended, completed…)")
@@ -110,6 +133,27 @@ the same names as the inspector's API.`,
 	return cmd
 }
 
+// lsMode says whether ls asks an app (--addr) rather than reads a store
+// (--store): exactly one of the flags, or without either exactly one of
+// $LOOM_STORE and $LOOM_ADDR.
+func lsMode(cmd *cobra.Command) (wireMode bool, err error) {
+	storeSet, addrSet := cmd.Flags().Changed("store"), cmd.Flags().Changed("addr")
+	if !storeSet && !addrSet {
+		storeSet, addrSet = os.Getenv("LOOM_STORE") != "", os.Getenv("LOOM_ADDR") != ""
+		if storeSet && addrSet {
+			return false, usagef("LOOM_STORE and LOOM_ADDR are both set: pass --store to read the store, or --addr (with --token) to ask the running app")
+		}
+	}
+	switch {
+	case storeSet && addrSet:
+		return false, usagef("--store and --addr both given: pass --store to read a store, or --addr (with --token) to ask a running app, not both")
+	case !storeSet && !addrSet:
+		return false, usagef("--store is required to read a store (a SQLite file or a PostgreSQL DSN), or --addr <host:port> " +
+			"(with --token) to ask a running app instead; or set LOOM_STORE or LOOM_ADDR")
+	}
+	return addrSet, nil
+}
+
 // lsQuery is what ls was asked for.
 type lsQuery struct {
 	after, flow, tenant, sort string
@@ -117,45 +161,65 @@ type lsQuery struct {
 	status                    fold.Status
 }
 
-// ls scans the store page by page — until limit executions match in id
-// order, to the end in another — folding each candidate's state.
-func (c *cli) ls(s *openedStore, q lsQuery) error {
-	prog := c.newProgress()
-	defer prog.done()
-	var page lsPage
-	scanned := 0
-	byID := q.sort == sortByID
-scan:
-	for cursor := q.after; ; {
-		infos, err := s.Events.ListExecutions(c.ctx, cursor, max(q.limit, 200))
+// lsSource reads one page of listings after a cursor, --flow and --status
+// applied within it, and the cursor of the next page ("" after the last);
+// seen is how many executions it looked at (a store's) or received (an
+// app's).
+type lsSource struct {
+	// from names the mode's flag in the hint to the next page; seen says
+	// what the progress counts.
+	from, seen string
+	page       func(after string) (rows []inspect.Listing, next string, seen int, err error)
+}
+
+// storeListings pages the store itself, folding each execution.
+func (c *cli) storeListings(s *openedStore, q lsQuery) lsSource {
+	return lsSource{from: "--store", seen: "scanned", page: func(after string) ([]inspect.Listing, string, int, error) {
+		infos, err := s.Events.ListExecutions(c.ctx, after, max(q.limit, 200))
 		if err != nil {
-			return err
+			return nil, "", 0, err
 		}
-		for i, info := range infos.Executions {
-			scanned++
-			prog.update("ls: %d executions scanned, %d listed", scanned, len(page.Executions))
+		var rows []inspect.Listing
+		for _, info := range infos.Executions {
 			row, ok, err := c.listing(s, info, q)
 			if err != nil {
-				return err
+				return nil, "", 0, err
 			}
-			if !ok {
-				continue
-			}
-			page.Executions = append(page.Executions, row)
-			if byID && len(page.Executions) == q.limit {
-				if i < len(infos.Executions)-1 || infos.Next != "" {
-					page.Next = info.ExecutionID
-				}
-				break scan
+			if ok {
+				rows = append(rows, row)
 			}
 		}
-		if infos.Next == "" {
-			break
+		return rows, infos.Next, len(infos.Executions), nil
+	}}
+}
+
+// wireListings pages the app's execution.list, each page within --timeout.
+func (c *cli) wireListings(r *remote, cl *wire.Client, q lsQuery) lsSource {
+	return lsSource{from: "--addr", seen: "received from the app", page: func(after string) ([]inspect.Listing, string, int, error) {
+		ctx, cancel := r.call(c)
+		defer cancel()
+		res, err := cl.List(ctx, wire.ListParams{After: after, Limit: min(max(q.limit, 200), loom.MaxListLimit), FlowID: q.flow, Status: q.status})
+		if err != nil {
+			return nil, "", 0, r.reach(err)
 		}
-		cursor = infos.Next
+		rows := make([]inspect.Listing, 0, len(res.Executions))
+		for _, x := range res.Executions {
+			rows = append(rows, inspect.Listing{ExecutionInfo: store.ExecutionInfo{ExecutionID: x.ExecutionID, WorkflowID: x.WorkflowID, Length: x.Length},
+				Status: x.Status, Sequence: x.Sequence, StartedAt: x.StartedAt, UpdatedAt: x.UpdatedAt, SuspendedOn: x.SuspendedOn, ForkChain: x.ForkChain,
+				Parent: x.Parent, Tenant: x.Tenant})
+		}
+		return rows, res.Next, len(res.Executions), nil
+	}}
+}
+
+// ls pages src — until limit executions match in id order, to the end in
+// another — and prints what matched.
+func (c *cli) ls(q lsQuery, src lsSource) error {
+	page, err := c.lsScan(q, src)
+	if err != nil {
+		return err
 	}
-	prog.done()
-	if !byID {
+	if q.sort != sortByID {
 		sortListings(page.Executions, q.sort)
 		if n := len(page.Executions) - q.limit; n > 0 {
 			page.Executions, page.More = page.Executions[:q.limit], n
@@ -167,12 +231,46 @@ scan:
 		}
 		return c.printJSON(page)
 	}
-	return c.printListings(page)
+	return c.printListings(page, src.from)
 }
 
-// listing folds one execution and says whether it passes the filters.
+// lsScan collects the matching listings, page by page, showing progress.
+func (c *cli) lsScan(q lsQuery, src lsSource) (lsPage, error) {
+	prog := c.newProgress()
+	defer prog.done()
+	var page lsPage
+	seen, pages := 0, 0
+	for cursor := q.after; ; {
+		rows, next, n, err := src.page(cursor)
+		if err != nil {
+			return lsPage{}, err
+		}
+		seen, pages = seen+n, pages+1
+		prog.update("ls: %d executions %s in %d page(s), %d listed", seen, src.seen, pages, len(page.Executions))
+		for i, row := range rows {
+			if q.tenant != "" && row.Tenant != q.tenant {
+				continue
+			}
+			page.Executions = append(page.Executions, row)
+			if q.sort == sortByID && len(page.Executions) == q.limit {
+				if i < len(rows)-1 || next != "" {
+					page.Next = row.ExecutionID
+				}
+				return page, nil
+			}
+		}
+		if next == "" {
+			return page, nil
+		}
+		cursor = next
+	}
+}
+
+// listing folds one execution and says whether it passes --flow and
+// --status (--tenant is lsScan's, for both modes); an inbox stream is no
+// execution.
 func (c *cli) listing(s *openedStore, info store.ExecutionInfo, q lsQuery) (inspect.Listing, bool, error) {
-	if q.flow != "" && info.WorkflowID != q.flow {
+	if store.IsInboxStream(info.ExecutionID) || (q.flow != "" && info.WorkflowID != q.flow) {
 		return inspect.Listing{}, false, nil
 	}
 	st, err := s.StateAt(c.ctx, info.ExecutionID, -1)
@@ -182,11 +280,7 @@ func (c *cli) listing(s *openedStore, info store.ExecutionInfo, q lsQuery) (insp
 	if q.status != "" && st.Status != q.status {
 		return inspect.Listing{}, false, nil
 	}
-	l := inspect.ListingOf(info, st)
-	if q.tenant != "" && l.Tenant != q.tenant {
-		return inspect.Listing{}, false, nil
-	}
-	return l, true, nil
+	return inspect.ListingOf(info, st), true, nil
 }
 
 // sortListings orders rows by updated time (newest first) or by status.
@@ -200,7 +294,7 @@ func sortListings(rows []inspect.Listing, by string) {
 	})
 }
 
-func (c *cli) printListings(page lsPage) error {
+func (c *cli) printListings(page lsPage, from string) error {
 	if len(page.Executions) == 0 {
 		fmt.Fprintln(c.stdout, "No executions match.")
 		return nil
@@ -227,7 +321,7 @@ func (c *cli) printListings(page lsPage) error {
 	}
 	switch {
 	case page.Next != "":
-		fmt.Fprintf(c.stdout, "More: loom ls --after %s (with the same --store and filters)\n", page.Next)
+		fmt.Fprintf(c.stdout, "More: loom ls --after %s (with the same %s and filters)\n", page.Next, from)
 	case page.More > 0:
 		fmt.Fprintf(c.stdout, "%d more match: raise --limit to see them\n", page.More)
 	}

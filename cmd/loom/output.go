@@ -57,6 +57,46 @@ func (p *progress) done() {
 	}
 }
 
+// waiting shows, from now until stop is called, what the command waits
+// for (a call to the app, a write to the store) and how long it has
+// waited, redrawn every second; stop clears the line. Off (and free) when
+// progress is off.
+func (p *progress) waiting(format string, args ...any) (stop func()) {
+	if !p.on {
+		return func() {}
+	}
+	what, since := fmt.Sprintf(format, args...), time.Now()
+	draw := func() { fmt.Fprintf(p.w, "\r\033[K%s (%s)", what, time.Since(since).Round(time.Second)) }
+	p.used = true
+	draw()
+	quit, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				draw()
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-ended
+		p.done()
+	}
+}
+
+// wait runs call, showing what it waits for on stderr meanwhile.
+func (c *cli) wait(call func() error, format string, args ...any) error {
+	stop := c.newProgress().waiting(format, args...)
+	defer stop()
+	return call()
+}
+
 // stamp renders epoch milliseconds as UTC RFC 3339 with milliseconds.
 func stamp(ms int64) string {
 	if ms == 0 {

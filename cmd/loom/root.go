@@ -29,8 +29,8 @@ func (c *cli) rootCommand() *cobra.Command {
 		Short: "Lenses on Loom's event logs, control of a running app, and a web inspector",
 		Long: `loom reads a Loom store (--store: a SQLite file, or a PostgreSQL URL such as
 postgres://user@host/db?loom_schema=loom) without writing to it, and talks to
-a running app through its wire ABI (--addr, --token). Only compact and
-retention write to a store.
+a running app through its wire ABI (--addr, --token); ls does either. Only
+compact, retention and delete write to a store.
 
 With --json every command prints JSON on stdout, errors included: an object
 {code, message, data?, exitStatus} whose code is the app's JSON-RPC error
@@ -73,7 +73,7 @@ compat), 4 not found, 5 refused or denied, 6 unsupported.`,
 		cmd.GroupID = "control"
 		root.AddCommand(cmd)
 	}
-	for _, cmd := range []*cobra.Command{c.compactCommand(), c.retentionCommand()} {
+	for _, cmd := range []*cobra.Command{c.compactCommand(), c.retentionCommand(), c.deleteCommand()} {
 		cmd.GroupID = "manage"
 		root.AddCommand(cmd)
 	}
