@@ -7,9 +7,11 @@
 //	               [-agent-small 20] [-agent-large 200] [-agent-reps 5] [-cpuprofile-dir DIR]
 //	               [-scale-small 1000] [-scale-large 1000000]
 //	               [-fanout-small 100] [-fanout-large 1000] [-fanout-reps 5]
-//	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c,f,g] [-cpuprofile-dir DIR]
+//	               [-inspect-small 100] [-inspect-large 100000]
+//	go run ./bench -postgres DSN [-duration 5s] [-workloads a,b,c,f,g,h] [-cpuprofile-dir DIR]
 //	               [-scale-small 1000] [-scale-large 100000]
 //	               [-fanout-small 100] [-fanout-large 1000] [-fanout-reps 5]
+//	               [-inspect-small 100] [-inspect-large 100000]
 //
 // Every workload is reported beside a raw driver baseline measured in the
 // same process during the same run, as a ratio, because absolute rates on
@@ -64,6 +66,15 @@
 //	   the worse size is judged against 1.5; large/small per child
 //	   (linearity) is reported beside it. On PostgreSQL too, each size in a
 //	   schema of the run
+//	h  the inspector's execution list (inspectlist.go), run only when
+//	   -workloads names it: two populations (-inspect-small,
+//	   -inspect-large) built through the runtime, a third parked, a third
+//	   completed, a third failed; over each reopened storage an
+//	   inspect.Inspector on loopback HTTP answers its first page (newest
+//	   first, with the counts by status), the next page, a status filter
+//	   and an id prefix, medians of 25 requests, beside the store's own
+//	   listing; the first page large/small is judged against 2. On
+//	   PostgreSQL too
 //
 // Every throughput workload, and every run of workload e, runs on its own
 // fresh SQLite file with the plugin's defaults (event store behind a
@@ -77,10 +88,10 @@
 // per commit on each of 32 connections at once. c is judged against the
 // 100-row rate and also reported beside the 32-connection one, with no
 // target. Every schema the run created is dropped at its end, also on
-// failure. Workloads f and g run there too when named. Workloads d and e are SQLite-only (they reopen a database file
+// failure. Workloads f, g and h run there too when named. Workloads d and e are SQLite-only (they reopen a database file
 // as a new process would) and are refused with -postgres, as are the
 // SQLite flags. -cpuprofile-dir writes one CPU profile per workload
-// (a.prof … g.prof); workload d labels its resumes (pprof -tagfocus
+// (a.prof … h.prof); workload d labels its resumes (pprof -tagfocus
 // phase=resume, and path=warm or path=cold).
 //
 // Fold throughput and the SQLite append paths have Go benchmarks in their
@@ -119,12 +130,12 @@ func main() {
 }
 
 // allWorkloads lists the workloads in the order they run.
-var allWorkloads = []string{"a", "b", "c", "d", "e", "f", "g"}
+var allWorkloads = []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 
 // optInWorkloads run only when -workloads names them: f builds a million
 // executions and takes minutes; g is the child-flow fan-out, measured apart
-// from the default set.
-var optInWorkloads = []string{"f", "g"}
+// from the default set; h builds 100,000 executions for the inspector.
+var optInWorkloads = []string{"f", "g", "h"}
 
 // postgresWorkloads are those that run on PostgreSQL, the default set with
 // -postgres.
@@ -149,6 +160,8 @@ type flags struct {
 	fanSmall    int
 	fanLarge    int
 	fanReps     int
+	inspSmall   int
+	inspLarge   int
 }
 
 // parseFlags reads args; every value is checked against its limit.
@@ -176,7 +189,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.fanSmall, "fanout-small", 100, "workload g: children of the small fan-out")
 	fs.IntVar(&f.fanLarge, "fanout-large", 1000, "workload g: children of the large fan-out")
 	fs.IntVar(&f.fanReps, "fanout-reps", 5, "workload g: measured repetitions of each size (the median is reported)")
-	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … g.prof) into this directory")
+	fs.IntVar(&f.inspSmall, "inspect-small", defaultInspectSmall, "workload h: executions of the small population")
+	fs.IntVar(&f.inspLarge, "inspect-large", defaultInspectLarge, "workload h: executions of the large population")
+	fs.StringVar(&f.profileDir, "cpuprofile-dir", "", "write one CPU profile per workload (a.prof … h.prof) into this directory")
 	fs.StringVar(&f.postgres, "postgres", "", "run workloads a, b, c on PostgreSQL at this DSN, in fresh schemas dropped at the end "+
 		"(default: SQLite)")
 	if err := fs.Parse(args); err != nil {
@@ -244,6 +259,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 			f.fanSmall, f.fanLarge, maxFanOutChildren)
 	case f.fanReps < 1 || f.fanReps > maxFanOutRepetitions:
 		return flags{}, fmt.Errorf("-fanout-reps %d: want 1..%d", f.fanReps, maxFanOutRepetitions)
+	case f.inspSmall < 1 || f.inspLarge <= f.inspSmall || f.inspLarge > maxInspectLarge:
+		return flags{}, fmt.Errorf("-inspect-small %d, -inspect-large %d: want 1 <= small < large <= %d",
+			f.inspSmall, f.inspLarge, maxInspectLarge)
 	}
 	return f, nil
 }
@@ -296,7 +314,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	if slices.Contains(f.workloads, "f") {
 		err := profiled(f.profileDir, "f", func() (err error) {
-			rep.Workloads.F, err = measureScale(ctx, scaleStorageFor(dir, f.sync, pg), f.scaleSmall, f.scaleLarge, progress)
+			rep.Workloads.F, err = measureScale(ctx, scaleStorageFor("f", dir, f.sync, pg), f.scaleSmall, f.scaleLarge, progress)
 			return err
 		})
 		if err != nil {
@@ -306,6 +324,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if slices.Contains(f.workloads, "g") {
 		err := profiled(f.profileDir, "g", func() (err error) {
 			rep.Workloads.G, err = measureFanOut(ctx, open, f.fanSmall, f.fanLarge, f.fanReps, progress)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if slices.Contains(f.workloads, "h") {
+		err := profiled(f.profileDir, "h", func() (err error) {
+			rep.Workloads.H, err = measureInspectList(ctx, scaleStorageFor("h", dir, f.sync, pg), f.inspSmall, f.inspLarge, progress)
 			return err
 		})
 		if err != nil {

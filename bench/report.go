@@ -78,13 +78,14 @@ type RawReport struct {
 
 // WorkloadReports holds one entry per selected workload.
 type WorkloadReports struct {
-	A *ThroughputReport `json:"a,omitempty"`
-	B *ThroughputReport `json:"b,omitempty"`
-	C *ThroughputReport `json:"c,omitempty"`
-	D *ResumeReport     `json:"d,omitempty"`
-	E *AgentReport      `json:"e,omitempty"`
-	F *ScaleReport      `json:"f,omitempty"`
-	G *FanOutReport     `json:"g,omitempty"`
+	A *ThroughputReport  `json:"a,omitempty"`
+	B *ThroughputReport  `json:"b,omitempty"`
+	C *ThroughputReport  `json:"c,omitempty"`
+	D *ResumeReport      `json:"d,omitempty"`
+	E *AgentReport       `json:"e,omitempty"`
+	F *ScaleReport       `json:"f,omitempty"`
+	G *FanOutReport      `json:"g,omitempty"`
+	H *InspectListReport `json:"h,omitempty"`
 }
 
 // Comparison directions of a target.

@@ -212,6 +212,13 @@ func buildAndClose(ctx context.Context, st scaleStorage, n int, out *ScaleSize, 
 // startParked starts executions 0…n-1 from scaleBuildWorkers goroutines,
 // each waiting for its park before the next, and reports progress.
 func startParked(ctx context.Context, rt *loom.Runtime, n int, start time.Time, progress func(string, ...any)) error {
+	return startAll(ctx, rt, n, start, "workload f", "parked", startOne, progress)
+}
+
+// startAll runs one(ctx, rt, i) for i in 0…n-1 from scaleBuildWorkers
+// goroutines, and reports progress as what of how many are done.
+func startAll(ctx context.Context, rt *loom.Runtime, n int, start time.Time, what, done string,
+	one func(context.Context, *loom.Runtime, int) error, progress func(string, ...any)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -224,7 +231,7 @@ func startParked(ctx context.Context, rt *loom.Runtime, n int, start time.Time, 
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
-				if errs[w] = startOne(ctx, rt, i); errs[w] != nil {
+				if errs[w] = one(ctx, rt, i); errs[w] != nil {
 					cancel()
 					return
 				}
@@ -232,20 +239,20 @@ func startParked(ctx context.Context, rt *loom.Runtime, n int, start time.Time, 
 			}
 		}()
 	}
-	done := make(chan struct{})
+	finished := make(chan struct{})
 	go func() {
 		wg.Wait()
-		close(done)
+		close(finished)
 	}()
 	tick := time.NewTicker(scaleProgressEvery)
 	defer tick.Stop()
 	for {
 		select {
-		case <-done:
+		case <-finished:
 			return errors.Join(errs...)
 		case <-tick.C:
 			k := parked.Load()
-			progress("workload f: building %d: %d parked (%.0f/s)", n, k, perSecond(k, time.Since(start)))
+			progress("%s: building %d: %d %s (%.0f/s)", what, n, k, done, perSecond(k, time.Since(start)))
 		}
 	}
 }

@@ -52,20 +52,27 @@ type storageSize struct {
 
 // scaleStorageFor is the SQLite files in dir, or the PostgreSQL run's
 // schemas when pg is set.
-func scaleStorageFor(dir string, sync sqlite.Synchronous, pg *pgRun) scaleStorage {
+//
+// workload names the workload the populations are built for ("f", "h"):
+// their files and schemas carry it, so two workloads never share one.
+func scaleStorageFor(workload, dir string, sync sqlite.Synchronous, pg *pgRun) scaleStorage {
 	if pg != nil {
-		return &pgScale{run: pg, schemas: map[int]string{}}
+		return &pgScale{workload: workload, run: pg, schemas: map[int]string{}}
 	}
-	return sqliteScale{dir: dir, sync: sync}
+	return sqliteScale{workload: workload, dir: dir, sync: sync}
 }
 
-// sqliteScale keeps the population of n executions in dir/f-<n>.db.
+// sqliteScale keeps the population of n executions in
+// dir/<workload>-<n>.db.
 type sqliteScale struct {
-	dir  string
-	sync sqlite.Synchronous
+	workload string
+	dir      string
+	sync     sqlite.Synchronous
 }
 
-func (s sqliteScale) path(n int) string { return filepath.Join(s.dir, "f-"+strconv.Itoa(n)+".db") }
+func (s sqliteScale) path(n int) string {
+	return filepath.Join(s.dir, s.workload+"-"+strconv.Itoa(n)+".db")
+}
 
 // open implements scaleStorage with sqlite.Storage and its defaults.
 func (s sqliteScale) open(_ context.Context, n int) (scaleStores, error) {
@@ -116,11 +123,12 @@ func fileSize(path string) (int64, error) {
 }
 
 // pgScale keeps the population of n executions in the run's schema
-// <prefix>f<n>, dropped with the others at the run's end.
+// <prefix><workload><n>, dropped with the others at the run's end.
 type pgScale struct {
-	run     *pgRun
-	mu      sync.Mutex
-	schemas map[int]string
+	workload string
+	run      *pgRun
+	mu       sync.Mutex
+	schemas  map[int]string
 }
 
 // schema names (and on the first call records) the population's schema.
@@ -129,7 +137,7 @@ func (p *pgScale) schema(n int) string {
 	defer p.mu.Unlock()
 	s, ok := p.schemas[n]
 	if !ok {
-		s = p.run.newSchema("f" + strconv.Itoa(n))
+		s = p.run.newSchema(p.workload + strconv.Itoa(n))
 		p.schemas[n] = s
 	}
 	return s

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -187,6 +188,12 @@ type ExecutionCatalog interface {
 	// Status, After and Limit are ignored (every status is counted).
 	CountExecutions(ctx context.Context, q CatalogQuery) (CatalogCounts, error)
 }
+
+// ErrNoCatalog matches the refusal of a store that implements
+// ExecutionCatalog but holds none for what it stores (a read-only view of
+// a file written before it had one): a reader falls back to
+// ListExecutions.
+var ErrNoCatalog = errors.New("store: no execution catalog")
 
 // InvalidCatalogQueryError refuses a catalog query: Field names its member
 // and Reason says what to do. Nothing was read.

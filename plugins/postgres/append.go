@@ -23,6 +23,11 @@ type appendBatch struct {
 	n          int   // events
 	indexed    bool  // the execution is in the status index (not an inbox stream)
 	status     store.StatusChange
+	// cataloged: the execution is in the catalog (not an inbox stream).
+	// A first batch carries its entry, a later one its change.
+	cataloged bool
+	entry     store.CatalogEntry
+	move      store.CatalogChange
 
 	sequences  []int64
 	ids        []string
@@ -64,20 +69,48 @@ func newAppendBatch(execID string, expected, token int64, events []event.Envelop
 			size += len(m)
 		}
 	}
+	if b.cataloged = b.indexed; b.cataloged {
+		b.move = store.CatalogChangeOf(events)
+		if expected == 0 {
+			// The workflow id the statement gives the log's executions
+			// row ($2).
+			b.entry = store.EntryOf(execID, events[0])
+			b.entry.WorkflowID = b.workflowID
+			b.entry = b.entry.Apply(b.move)
+		}
+	}
 	return b, size, nil
 }
 
 // queue adds b's append statement to a batch: the variant for a first or
-// a later batch, by what b does to the status index, with its parameters.
+// a later batch, by what b does to the status index and the catalog, with
+// its parameters.
 func (b *appendBatch) queue(pb *pgx.Batch, q *queries, channel string) {
 	op, extra := b.indexOp()
+	cat, catExtra := b.catalogOp()
 	variants := &q.appendNext
 	if b.expected == 0 {
 		variants = &q.appendFirst
 	}
 	args := []any{b.execID, b.workflowID, b.expected, int64(b.n), b.token,
 		b.sequences, b.ids, b.workflows, b.types, b.timestamps, b.payloads, b.metadata, channel}
-	pb.Queue(variants[op], append(args, extra...)...)
+	args = append(append(args, extra...), catExtra...)
+	pb.Queue(variants[op][cat], args...)
+}
+
+// catalogOp is what b does to the catalog, and the parameters that part
+// of the statement takes: a first batch records the entry, a later one
+// moves it only when it moves the status.
+func (b *appendBatch) catalogOp() (catalogOp, []any) {
+	switch e := b.entry; {
+	case !b.cataloged:
+		return catalogKeep, nil
+	case b.expected == 0:
+		return catalogCreate, []any{e.Tenant, string(e.Status), e.StartedAt, e.StatusAt}
+	case b.move.Moved:
+		return catalogMove, []any{string(b.move.Status), b.move.StatusAt}
+	}
+	return catalogKeep, nil
 }
 
 // indexOp is what b does to the status index, and the parameters that

@@ -45,6 +45,15 @@ func TestStatusIndexConformance(t *testing.T) {
 	})
 }
 
+func TestExecutionCatalogConformance(t *testing.T) {
+	storetest.RunExecutionCatalog(t, storetest.EventStoreFactory{
+		New: func(t *testing.T) store.EventStore { return openEventStore(t, newSchema(t)) },
+		Reopen: func(t *testing.T, closed store.EventStore) store.EventStore {
+			return openEventStore(t, closed.(*EventStore).Schema())
+		},
+	})
+}
+
 func TestSnapshotStoreConformance(t *testing.T) {
 	open := func(t *testing.T, schema string) store.SnapshotStore {
 		s, err := OpenSnapshotStore(context.Background(), testOptions(t, schema))

@@ -82,6 +82,20 @@
 // unfinished executions, not of all. Migrating a schema from an older
 // release fills the table from each log's last status-moving event, in SQL.
 //
+// It keeps the store.ExecutionCatalog too: the catalog table (migration
+// 12) holds one row per log that is not an inbox stream, with its flow,
+// tenant, status and start time; a part of the statement that reads the
+// claim inserts it with the log's first batch (CopyPrefix with the copy)
+// and updates it only when the batch moves the status, so a batch of step
+// events costs it nothing. A search walks catalog_started
+// (started_at DESC, execution_id), or the index of its filter (workflow,
+// status or tenant first; an id prefix is a range of the primary key, in
+// COLLATE "C" byte order), from its cursor to its LIMIT, so a page costs
+// its own length at any number of executions (a test checks the plans).
+// Migrating a schema fills it in SQL, and in Go in the same transaction
+// what SQL cannot read exactly: each tenant (store.TenantOf) and a
+// CONTINUED whose metadata PostgreSQL's json cannot de-escape.
+//
 // Compaction (migration 10) moves settled events into the archive table
 // (ArchiveStore: one transaction of INSERT … ON CONFLICT DO NOTHING, then a
 // comparison with the rows held) and EventStore.TrimThrough deletes them

@@ -21,8 +21,8 @@ const (
 // EventStore is the event log of a DB. It implements store.EventStore and
 // every optional capability: store.RangeReader, store.Subscriber,
 // store.PrefixCopier, store.ExecutionDeleter, store.Fencer,
-// store.StatusIndex (kept by the append statement itself) and
-// store.PrefixTrimmer (see TrimThrough).
+// store.StatusIndex and store.ExecutionCatalog (both kept by the append
+// statement itself) and store.PrefixTrimmer (see TrimThrough).
 //
 // Appends go through the DB's group-commit writer: an Append returns only
 // after the transaction holding its events has committed (durable, with
@@ -45,6 +45,7 @@ var (
 	_ store.ExecutionDeleter = (*EventStore)(nil)
 	_ store.Fencer           = (*EventStore)(nil)
 	_ store.StatusIndex      = (*EventStore)(nil)
+	_ store.ExecutionCatalog = (*EventStore)(nil)
 	_ store.PrefixTrimmer    = (*EventStore)(nil)
 )
 
@@ -53,9 +54,9 @@ var (
 // queued for group commit; the append statement writes it iff the log
 // holds exactly expected events (*store.SequenceConflictError otherwise,
 // with the length read after the refusal). Either refusal writes nothing,
-// the status index included, and affects no other caller's batch; an
-// accepted batch that moves the status changes the index in the same
-// statement (see ListUnfinished). Append returns nil only once the
+// the status index and the catalog included, and affects no other
+// caller's batch; an accepted batch that moves the status changes both in
+// the same statement (see ListUnfinished, SearchExecutions). Append returns nil only once the
 // transaction holding the batch has committed. If ctx ends while the batch
 // is still queued, Append returns ctx.Err() and nothing is written; once a
 // leader has taken it, Append waits for the outcome. If the connection

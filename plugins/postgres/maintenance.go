@@ -24,9 +24,10 @@ import (
 // T+1..through, the copy getting trim point T. The source row is
 // share-locked for the copy, so a concurrent DeleteExecution or
 // TrimThrough of from waits for it. In the same transaction the copy gets
-// the status index entry of its prefix (read from the prefix's status
-// events that remain, last first), and the continued executions waiting
-// for to as their successor are handed over.
+// the status index entry and the catalog entry of its prefix (read from
+// the prefix's status events that remain, last first; the catalog's start
+// time and tenant from its first event), and the continued executions
+// waiting for to as their successor are handed over.
 func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through int64) error {
 	if err := s.check(); err != nil {
 		return err
@@ -97,14 +98,17 @@ func (s *EventStore) copyPrefix(ctx context.Context, tx pgx.Tx, from, to string,
 		if err := s.indexChange(ctx, tx, to, true, change); err != nil {
 			return err
 		}
+		if err := s.copyEntry(ctx, tx, to, workflowID, through); err != nil {
+			return err
+		}
 	}
 	_, err = tx.Exec(ctx, s.db.q.notify, s.db.channel, to)
 	return err
 }
 
 // DeleteExecution implements store.ExecutionDeleter: in one transaction it
-// removes every event of executionID, its listing entry and its status
-// index entry, and lists again the continued executions whose successor it
+// removes every event of executionID, its listing entry, its status index
+// entry and its catalog entry, and lists again the continued executions whose successor it
 // was. Deleting an unknown execution is not an error. The execution's row
 // stays at length 0 with its fence (and trim point 0), so a token acquired later is still
 // greater than every earlier one, and an append at 0 starts the log again. An append in flight
@@ -118,7 +122,7 @@ func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) er
 		return nil // never stored
 	}
 	err := inTx(ctx, s.db.pool, func(tx pgx.Tx) error {
-		for _, q := range []string{s.db.q.deleteLog, s.db.q.deleteEvents, s.db.q.endUnfinished, s.db.q.takeAgain} {
+		for _, q := range []string{s.db.q.deleteLog, s.db.q.deleteEvents, s.db.q.endUnfinished, s.db.q.dropEntry, s.db.q.takeAgain} {
 			if _, err := tx.Exec(ctx, q, executionID); err != nil {
 				return err
 			}

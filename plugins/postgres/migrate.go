@@ -41,6 +41,10 @@ type migration struct {
 	version int
 	name    string
 	stmts   []string
+	// fill, when set, runs after stmts in the same transaction, with the
+	// quoted schema: the part of a step SQL cannot do exactly (see
+	// fillCatalog).
+	fill func(ctx context.Context, tx pgx.Tx, s string) error
 }
 
 // schemaMigrations is the schema, oldest first. Never edit a released step:
@@ -76,7 +80,7 @@ var schemaMigrations = []migration{
 			metadata     text,
 			PRIMARY KEY (execution_id, sequence)
 		)`,
-	}},
+	}, nil},
 	{2, "snapshots", []string{
 		`CREATE TABLE {s}.snapshots (
 			execution_id   text COLLATE "C" NOT NULL,
@@ -85,14 +89,14 @@ var schemaMigrations = []migration{
 			state          bytea NOT NULL,
 			PRIMARY KEY (execution_id, sequence)
 		)`,
-	}},
+	}, nil},
 	{3, "branch refs", []string{
 		`CREATE TABLE {s}.refs (
 			name         text COLLATE "C" NOT NULL PRIMARY KEY,
 			execution_id text NOT NULL,
 			version      bigint NOT NULL
 		)`,
-	}},
+	}, nil},
 	{4, "timers", []string{
 		// One row per durable timer, replaced in place by key; Due reads
 		// the (wake_at, key) index in order up to its LIMIT.
@@ -103,7 +107,7 @@ var schemaMigrations = []migration{
 			payload      text
 		)`,
 		`CREATE INDEX timers_due ON {s}.timers (wake_at, key)`,
-	}},
+	}, nil},
 	{5, "content", []string{
 		// One row per claim-checked blob, keyed by its ref and written
 		// once. Blobs are mostly incompressible (already compressed or
@@ -114,7 +118,7 @@ var schemaMigrations = []migration{
 			data bytea NOT NULL
 		)`,
 		`ALTER TABLE {s}.content ALTER COLUMN data SET STORAGE EXTERNAL`,
-	}},
+	}, nil},
 	{6, "leases", []string{
 		// One row per execution ever leased: its holder (NULL once
 		// released), its fencing token (kept across a release, so the next
@@ -127,7 +131,7 @@ var schemaMigrations = []migration{
 			token        bigint NOT NULL,
 			expires_at   bigint NOT NULL
 		) WITH (fillfactor = 70)`,
-	}},
+	}, nil},
 	{7, "status index", []string{
 		// One row per execution that is not ended (store.StatusIndex): its
 		// status, the sequence and timestamp of the event that set it, and
@@ -150,7 +154,7 @@ var schemaMigrations = []migration{
 		// for it as their successor here.
 		`CREATE INDEX unfinished_next ON {s}.unfinished (next_execution_id) WHERE next_execution_id IS NOT NULL`,
 		sqlBackfillUnfinished,
-	}},
+	}, nil},
 	{8, "start queues", []string{
 		// One row per queue, inserted with its first item: Claim locks it
 		// FOR UPDATE, which serializes the claims of the queue across every
@@ -198,12 +202,12 @@ var schemaMigrations = []migration{
 			claims     bigint NOT NULL CHECK (claims > 0),
 			PRIMARY KEY (queue, claimed_at)
 		)`,
-	}},
+	}, nil},
 	{9, "timer claims", []string{
 		// The claim of TimerStore.ClaimDue: its owner and expiry, NULL when
 		// unclaimed. Put clears both; a claim past its expiry is free.
 		`ALTER TABLE {s}.timers ADD COLUMN claim_owner text, ADD COLUMN claim_expires_at bigint`,
-	}},
+	}, nil},
 	{10, "log compaction", []string{
 		// A log's trim point (store.PrefixTrimmer): its events 1..trimmed
 		// were removed. Only TrimThrough and CopyPrefix write it (appends
@@ -224,7 +228,7 @@ var schemaMigrations = []migration{
 			metadata     text,
 			PRIMARY KEY (execution_id, sequence)
 		)`,
-	}},
+	}, nil},
 	{11, "read models", []string{
 		// One row per read-model row (store.ReadModelStore), keyed by
 		// (kind, id): the projection that owns it, its version, its
@@ -262,7 +266,34 @@ var schemaMigrations = []migration{
 			sequence   bigint NOT NULL CHECK (sequence >= 0),
 			PRIMARY KEY (projection, source)
 		) WITH (fillfactor = 70)`,
-	}},
+	}, nil},
+	{12, "execution catalog", []string{
+		// One row per log that is not an inbox stream
+		// (store.ExecutionCatalog): its flow, tenant, status and the
+		// timestamps of its first event and of the event that set the
+		// status. A table of its own, not columns of executions: that row
+		// is rewritten by every append (HOT, as no index covers what
+		// changes) and outlives its log for the fence, so indexes on it
+		// would cost every append. The append statement writes a row with
+		// a log's first batch and then only when its batch moves the
+		// status; started_at and execution_id, the search order's keys,
+		// never change.
+		`CREATE TABLE {s}.catalog (
+			execution_id text COLLATE "C" NOT NULL PRIMARY KEY,
+			workflow_id  text COLLATE "C" NOT NULL,
+			tenant       text COLLATE "C" NOT NULL,
+			status       text NOT NULL,
+			started_at   bigint NOT NULL,
+			status_at    bigint NOT NULL
+		)`,
+		// A search walks one of these in its order from the cursor and
+		// stops at its LIMIT: the unfiltered one, or the one of a filter.
+		`CREATE INDEX catalog_started ON {s}.catalog (started_at DESC, execution_id)`,
+		`CREATE INDEX catalog_workflow ON {s}.catalog (workflow_id, started_at DESC, execution_id)`,
+		`CREATE INDEX catalog_status ON {s}.catalog (status, started_at DESC, execution_id)`,
+		`CREATE INDEX catalog_tenant ON {s}.catalog (tenant, started_at DESC, execution_id)`,
+		sqlBackfillCatalog,
+	}, fillCatalog},
 }
 
 // sqlBackfillUnfinished fills the unfinished table of a schema written
@@ -375,6 +406,11 @@ func applyNext(ctx context.Context, tx pgx.Tx, schema, q string, list []migratio
 	m := list[current]
 	for _, s := range m.stmts {
 		if _, err := tx.Exec(ctx, strings.ReplaceAll(s, "{s}", q)); err != nil {
+			return false, fmt.Errorf("postgres: migration %d (%s) of %q: %w", m.version, m.name, schema, err)
+		}
+	}
+	if m.fill != nil {
+		if err := m.fill(ctx, tx, q); err != nil {
 			return false, fmt.Errorf("postgres: migration %d (%s) of %q: %w", m.version, m.name, schema, err)
 		}
 	}

@@ -120,7 +120,7 @@ func TestMigrationsUpgradeKeepsData(t *testing.T) {
 func TestMigrationsOutOfOrderRefused(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	bad := []migration{{2, "two", nil}}
+	bad := []migration{{2, "two", nil, nil}}
 	_, err := Open(context.Background(), testOptions(t, schema, func(o *Options) { o.migrations = bad }))
 	if err == nil {
 		t.Fatal("Open with a migration numbered 2 first succeeded")
@@ -142,7 +142,7 @@ func writeAsBefore(t *testing.T, db *DB, logs map[string][]event.Envelope) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.indexed = false // the plain statement, with no index part
+		b.indexed, b.cataloged = false, false // the plain statement, with no index or catalog part
 		pb := &pgx.Batch{}
 		b.queue(pb, &db.q, db.channel)
 		if err := db.pool.SendBatch(ctx, pb).Close(); err != nil {

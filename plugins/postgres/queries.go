@@ -10,8 +10,9 @@ import (
 // once at Open. pgx prepares and caches each on every pooled connection.
 type queries struct {
 	// The conditional append (see appendSQL), for a log's first batch and
-	// a later one, by what the batch does to the status index.
-	appendFirst, appendNext [indexOps]string
+	// a later one, by what the batch does to the status index and to the
+	// catalog.
+	appendFirst, appendNext [indexOps][catalogOps]string
 	appendState             string // length and fence of refused appends
 	eventsFrom              string
 	eventsRange             string
@@ -27,6 +28,11 @@ type queries struct {
 
 	trimLock, trimEvents, trimMark, trimPoint string
 	archiveInsert, archiveHeld, archiveRange  string
+
+	// schema is the quoted schema, for the catalog's searches and
+	// counts, built per query shape (catalogSearchSQL).
+	schema                          string
+	putEntry, dropEntry, firstEvent string
 
 	listUnfinished, lastStatusEvent, firstTimestamp string
 	setUnfinished, setContinued, endUnfinished      string
@@ -53,8 +59,8 @@ const timerCols = `key, execution_id, wake_at, payload`
 
 // appendSQL is the conditional append: ONE statement that claims the
 // execution's row under the expected-length and fence conditions, inserts
-// the events only if the claim succeeded, changes the status index as the
-// batch decides (op), and queues the NOTIFY of the execution id, which
+// the events only if the claim succeeded, changes the status index (op)
+// and the catalog (cat) as the batch decides, and queues the NOTIFY of the execution id, which
 // PostgreSQL delivers when (and only if) the transaction commits. It
 // returns one row when the batch was written and none when it was refused;
 // a refusal is not an error, so it never aborts the transaction it shares
@@ -68,20 +74,21 @@ const timerCols = `key, execution_id, wake_at, payload`
 // and a loser re-checks the condition against the winner's committed row
 // (READ COMMITTED re-evaluates the WHERE after the lock wait) and is refused.
 // The first batch of an indexed log also hands over the continued
-// executions waiting for it as their successor (handOverCTE).
+// executions waiting for it as their successor (handOverCTE), and the
+// catalog part (catalogCTE) records or moves the execution's entry.
 //
 // Parameters: $1 execution id, $2 workflow id (first non-empty of the
 // batch), $3 expected, $4 event count, $5 fence token (MaxInt64 when
 // unfenced), $6–$12 the event columns as arrays, $13 the NOTIFY channel,
-// then op's own (indexCTE).
-func appendSQL(s, claim string, op indexOp, handOver bool) string {
+// then op's own (indexCTE), then cat's (catalogCTE).
+func appendSQL(s, claim string, op indexOp, cat catalogOp, handOver bool) string {
 	sql := `WITH claim AS (` + claim + `
 	), ins AS (
 		INSERT INTO ` + s + `.events (execution_id, ` + eventCols + `)
 		SELECT c.execution_id, u.sequence, u.id, u.workflow_id, u.event_type, u.ts, u.payload, u.metadata
 		FROM claim c CROSS JOIN unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::text[])
 			AS u(sequence, id, workflow_id, event_type, ts, payload, metadata)
-	)` + indexCTE(s, op)
+	)` + indexCTE(s, op) + catalogCTE(s, cat, 14+op.params())
 	if handOver {
 		sql += handOverCTE(s)
 	}
@@ -99,6 +106,14 @@ const (
 	indexEnd                      // no parameter
 	indexOps
 )
+
+// params is the number of parameters op's part of the statement takes.
+func (op indexOp) params() int {
+	if op == indexSet || op == indexContinued {
+		return 3
+	}
+	return 0
+}
 
 // indexCTE is the part of the append that changes the status index, for
 // the claimed execution only.
@@ -163,21 +178,36 @@ func claimNextSQL(s string) string {
 		RETURNING x.execution_id`
 }
 
+// lastStatusEventSQL is the last event of a log ($1), at or before a
+// sequence ($2), of one of the types $3: one backward seek on the events
+// key, stopping at the first such row.
+func lastStatusEventSQL(s string) string {
+	return `SELECT sequence, event_type, timestamp_ms, payload, metadata FROM ` + s + `.events
+			WHERE execution_id = $1 AND sequence <= $2 AND event_type = ANY($3::text[])
+			ORDER BY sequence DESC LIMIT 1`
+}
+
+// appendVariants is the append statement with the head claim for every
+// index and catalog part. Only a first batch hands over, and only when it
+// is indexed (inbox streams are not).
+func appendVariants(s, claim string, first bool) (out [indexOps][catalogOps]string) {
+	for op := range indexOps {
+		for cat := range catalogOps {
+			out[op][cat] = appendSQL(s, claim, op, cat, first && op != indexKeep)
+		}
+	}
+	return out
+}
+
 // buildQueries fills the schema s (already quoted) into every statement.
 func buildQueries(s string) queries {
+	putEntry, dropEntry, firstEvent := catalogQueries(s)
 	return queries{
-		appendFirst: [indexOps]string{
-			indexKeep:      appendSQL(s, claimFirstSQL(s), indexKeep, false), // inbox streams
-			indexSet:       appendSQL(s, claimFirstSQL(s), indexSet, true),
-			indexContinued: appendSQL(s, claimFirstSQL(s), indexContinued, true),
-			indexEnd:       appendSQL(s, claimFirstSQL(s), indexEnd, true),
-		},
-		appendNext: [indexOps]string{
-			indexKeep:      appendSQL(s, claimNextSQL(s), indexKeep, false),
-			indexSet:       appendSQL(s, claimNextSQL(s), indexSet, false),
-			indexContinued: appendSQL(s, claimNextSQL(s), indexContinued, false),
-			indexEnd:       appendSQL(s, claimNextSQL(s), indexEnd, false),
-		},
+		schema:   s,
+		putEntry: putEntry, dropEntry: dropEntry, firstEvent: firstEvent,
+
+		appendFirst: appendVariants(s, claimFirstSQL(s), true),
+		appendNext:  appendVariants(s, claimNextSQL(s), false),
 		appendState: `SELECT execution_id, length, fence FROM ` + s + `.executions WHERE execution_id = ANY($1::text[])`,
 		eventsFrom: `SELECT ` + eventCols + ` FROM ` + s + `.events
 			WHERE execution_id = $1 AND sequence >= $2 ORDER BY sequence`,
@@ -208,10 +238,8 @@ func buildQueries(s string) queries {
 				AND (f.status <> 'continued' OR NOT EXISTS (SELECT 1 FROM ` + s + `.executions n
 					WHERE n.execution_id = f.next_execution_id AND n.length > 0))
 			ORDER BY f.execution_id LIMIT $2`,
-		lastStatusEvent: `SELECT sequence, event_type, timestamp_ms, payload, metadata FROM ` + s + `.events
-			WHERE execution_id = $1 AND sequence <= $2 AND event_type = ANY($3::text[])
-			ORDER BY sequence DESC LIMIT 1`,
-		firstTimestamp: `SELECT timestamp_ms FROM ` + s + `.events WHERE execution_id = $1 AND sequence = 0`,
+		lastStatusEvent: lastStatusEventSQL(s),
+		firstTimestamp:  `SELECT timestamp_ms FROM ` + s + `.events WHERE execution_id = $1 AND sequence = 0`,
 		setUnfinished: `INSERT INTO ` + s + `.unfinished AS f (execution_id, status, sequence, timestamp_ms, next_execution_id, listed)
 			VALUES ($1, $2, $3, $4, NULL, true)
 			ON CONFLICT (execution_id) DO UPDATE SET status = EXCLUDED.status, sequence = EXCLUDED.sequence,

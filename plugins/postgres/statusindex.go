@@ -66,28 +66,14 @@ var statusTypes = store.StatusTypes()
 // events one at a time from the end (one backward index seek each) until
 // one moves it: the change of a fork's copy.
 func (s *EventStore) prefixStatus(ctx context.Context, tx pgx.Tx, execID string, through int64) (store.StatusChange, error) {
-	for bound := through; bound >= 0; {
-		e := event.Envelope{ExecutionID: execID}
-		var payload []byte
-		var meta *string
-		err := tx.QueryRow(ctx, s.db.q.lastStatusEvent, execID, bound, statusTypes).
-			Scan(&e.Sequence, &e.Type, &e.Timestamp, &payload, &meta)
-		if errors.Is(err, pgx.ErrNoRows) {
-			break
-		}
-		if err != nil {
-			return store.StatusChange{}, err
-		}
-		e.Payload = json.RawMessage(payload)
-		if meta != nil {
-			if e.Metadata, err = decodeMetadata(*meta); err != nil {
-				return store.StatusChange{}, err
-			}
-		}
-		if change := store.EventStatus(e); change.Move != store.StatusKept {
-			return change, nil
-		}
-		bound = e.Sequence - 1
+	e, found, err := lastMoving(txStatusReader(ctx, tx, s.db.q.lastStatusEvent, execID), through, func(e event.Envelope) bool {
+		return store.EventStatus(e).Move != store.StatusKept
+	})
+	if err != nil {
+		return store.StatusChange{}, err
+	}
+	if found {
+		return store.EventStatus(e), nil
 	}
 	var ts int64
 	if err := tx.QueryRow(ctx, s.db.q.firstTimestamp, execID).Scan(&ts); err != nil {
@@ -97,6 +83,52 @@ func (s *EventStore) prefixStatus(ctx context.Context, tx pgx.Tx, execID string,
 		return store.StatusChange{}, err
 	}
 	return store.StatusChange{Move: store.StatusSet, Status: store.UnfinishedRunning, Timestamp: ts}, nil
+}
+
+// statusReader returns the last event of one log at or before sequence
+// bound of a type store.StatusTypes names, and false when there is none.
+type statusReader func(bound int64) (event.Envelope, bool, error)
+
+// lastMoving returns the last event of a log at or before through for
+// which moves is true, reading its status events with read from the end
+// until one is; false when none is.
+func lastMoving(read statusReader, through int64, moves func(event.Envelope) bool) (event.Envelope, bool, error) {
+	for bound := through; bound >= 0; {
+		e, found, err := read(bound)
+		if err != nil || !found {
+			return event.Envelope{}, false, err
+		}
+		if moves(e) {
+			return e, true, nil
+		}
+		bound = e.Sequence - 1
+	}
+	return event.Envelope{}, false, nil
+}
+
+// txStatusReader reads the status events of execID inside tx with the
+// statement lastStatusEvent (of the queries, or of a migration).
+func txStatusReader(ctx context.Context, tx pgx.Tx, lastStatusEvent, execID string) statusReader {
+	return func(bound int64) (event.Envelope, bool, error) {
+		e := event.Envelope{ExecutionID: execID}
+		var payload []byte
+		var meta *string
+		err := tx.QueryRow(ctx, lastStatusEvent, execID, bound, statusTypes).
+			Scan(&e.Sequence, &e.Type, &e.Timestamp, &payload, &meta)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return e, false, nil
+		}
+		if err != nil {
+			return e, false, err
+		}
+		e.Payload = json.RawMessage(payload)
+		if meta != nil {
+			if e.Metadata, err = decodeMetadata(*meta); err != nil {
+				return e, false, err
+			}
+		}
+		return e, true, nil
+	}
 }
 
 // indexChange applies change to the entry of execID inside tx; created

@@ -24,6 +24,11 @@ type appendBatch struct {
 	vals       []any // eventColumns values per event
 	indexed    bool  // the execution is in the status index (not an inbox stream)
 	status     store.StatusChange
+	// cataloged: the execution is in the catalog (not an inbox stream).
+	// A first batch carries its entry, a later one its change.
+	cataloged bool
+	entry     store.CatalogEntry
+	move      store.CatalogChange
 }
 
 // newAppendBatch encodes a batch that store.ValidateAppend accepted. It
@@ -42,6 +47,16 @@ func newAppendBatch(execID string, expected int64, events []event.Envelope) (*ap
 		var n int
 		b.vals, n = appendEventValues(b.vals, execID, e)
 		size += n
+	}
+	if b.cataloged = b.indexed; b.cataloged {
+		b.move = store.CatalogChangeOf(events)
+		if expected == 0 {
+			// The workflow id the log's executions row gets, which
+			// ListExecutions reports.
+			b.entry = store.EntryOf(execID, events[0])
+			b.entry.WorkflowID = b.workflowID
+			b.entry = b.entry.Apply(b.move)
+		}
 	}
 	return b, size
 }
@@ -89,7 +104,8 @@ func storedLength(c *rawConn, execID string) (int64, error) {
 // else from the writer's lengthCache, else from the log itself. It returns
 // the typed refusal (nothing changed), or an error for a failed statement.
 // The first batch of a log also records it in executions, for listing.
-// An accepted batch changes the status index with it (indexChange).
+// An accepted batch changes the status index (indexChange) and the
+// catalog (catalogWrite) with it.
 func claim(c *rawConn, b *appendBatch, pending map[string]int64) (refusal, err error) {
 	if b.fenced {
 		cur, found, err := c.queryInt64(sqlFenceToken, b.execID)
@@ -119,6 +135,11 @@ func claim(c *rawConn, b *appendBatch, pending map[string]int64) (refusal, err e
 	}
 	if b.indexed {
 		if err := indexChange(c, b.execID, b.expected == 0, b.status); err != nil {
+			return nil, err
+		}
+	}
+	if b.cataloged {
+		if err := catalogWrite(c, b); err != nil {
 			return nil, err
 		}
 	}

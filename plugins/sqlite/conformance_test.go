@@ -47,6 +47,17 @@ func TestStatusIndexConformance(t *testing.T) {
 	})
 }
 
+func TestExecutionCatalogConformance(t *testing.T) {
+	storetest.RunExecutionCatalog(t, storetest.EventStoreFactory{
+		New: func(t *testing.T) store.EventStore {
+			return mustOpenEventStore(t, filepath.Join(t.TempDir(), "events.db"))
+		},
+		Reopen: func(t *testing.T, closed store.EventStore) store.EventStore {
+			return mustOpenEventStore(t, closed.(*EventStore).Path())
+		},
+	})
+}
+
 func TestSnapshotStoreConformance(t *testing.T) {
 	open := func(t *testing.T, path string) store.SnapshotStore {
 		s, err := OpenSnapshotStore(path)

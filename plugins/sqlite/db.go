@@ -226,6 +226,11 @@ type readStmts struct {
 	// the number of its pairs, prepared on first use (whereStmt).
 	rmMu    sync.Mutex
 	rmWhere map[int]*sql.Stmt
+
+	// catalog holds the statements of catalog searches and counts, by
+	// their text, prepared on first use (catalogStmt).
+	catMu   sync.Mutex
+	catalog map[string]*sql.Stmt
 }
 
 const eventCols = `sequence, id, workflow_id, event_type, timestamp, payload, metadata`
@@ -293,6 +298,14 @@ func (r *readStmts) close() error {
 			errs = append(errs, err)
 		}
 		delete(r.rmWhere, k)
+	}
+	r.catMu.Lock()
+	defer r.catMu.Unlock()
+	for k, st := range r.catalog { //loom:order-independent closing each
+		if err := st.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		delete(r.catalog, k)
 	}
 	return errors.Join(errs...)
 }

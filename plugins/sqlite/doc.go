@@ -96,6 +96,17 @@
 // (listed, execution_id) index, so a recovery pass costs the number of
 // unfinished executions, not of all. Migrating a file from an older release
 // fills it from each log's last status-moving event, in SQL.
+// The catalog table (migration 11) is the store.ExecutionCatalog: one row
+// per log that is not an inbox stream, with its flow, tenant, status and
+// start time, created by the transaction of the log's first batch (or its
+// CopyPrefix) and rewritten only by a batch that moves the status. A
+// search walks catalog_started (started_at DESC, execution_id), or the
+// index of its filter (workflow, status or tenant first; an id prefix is a
+// range of the primary key), from its cursor to its LIMIT, so a page costs
+// its own length at any number of executions (a test checks SQLite's plan:
+// no scan of the table, no sort). Migrating a file fills it in SQL, and in
+// Go in the same transaction what SQL cannot read exactly: each tenant
+// (store.TenantOf) and a CONTINUED whose metadata SQLite cannot parse.
 // Timers live in the timers table, one row per key (Put is an upsert,
 // Delete a compare-and-delete on wake_at), and Due reads the (wake_at, key)
 // index in order up to its LIMIT on the read pool. Leases live in the leases

@@ -21,8 +21,9 @@ const (
 // EventStore is the event log of a DB. It implements store.EventStore and
 // every optional capability: store.RangeReader, store.Subscriber,
 // store.PrefixCopier, store.ExecutionDeleter, store.Fencer,
-// store.StatusIndex (kept in the transaction of each write it indexes) and
-// store.PrefixTrimmer (see TrimThrough).
+// store.StatusIndex and store.ExecutionCatalog (both kept in the
+// transaction of each write they index) and store.PrefixTrimmer (see
+// TrimThrough).
 //
 // Appends go through the DB's group-commit writer: an Append returns only
 // after the transaction holding its events has committed (and, under
@@ -42,6 +43,7 @@ var (
 	_ store.ExecutionDeleter = (*EventStore)(nil)
 	_ store.Fencer           = (*EventStore)(nil)
 	_ store.StatusIndex      = (*EventStore)(nil)
+	_ store.ExecutionCatalog = (*EventStore)(nil)
 	_ store.PrefixTrimmer    = (*EventStore)(nil)
 )
 
@@ -49,11 +51,11 @@ var (
 // store.ValidateAppend in the caller (*store.InvalidAppendError), then
 // queued for group commit; inside the transaction the log's length is
 // compared with expected (*store.SequenceConflictError). Either refusal
-// writes nothing, the status index included, and affects no other caller's
-// batch; an accepted batch that moves the status changes the index in its
-// own transaction (see ListUnfinished). Append returns nil
-// only once the transaction holding the batch has committed (fsynced under
-// SyncFull). If ctx ends while the batch is still queued, Append returns
+// writes nothing, the status index and the catalog included, and affects
+// no other caller's batch; an accepted batch that moves the status changes
+// both in its own transaction (see ListUnfinished, SearchExecutions).
+// Append returns nil only once the transaction holding the batch has
+// committed (fsynced under SyncFull). If ctx ends while the batch is still queued, Append returns
 // ctx.Err() and nothing is written; once a leader has taken the batch,
 // Append waits for the commit's outcome. The caller may be the leader that
 // commits others' batches too, for at most a few transactions after its own.

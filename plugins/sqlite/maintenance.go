@@ -18,10 +18,11 @@ import (
 // nothing. A source trimmed through sequence T (TrimThrough) has no events
 // 1..T to copy: a through in 1..T is refused with *store.InvalidAppendError
 // too, and a later one copies #0 and T+1..through, the copy getting trim
-// point T. In the same transaction the copy gets the status index entry of
-// its prefix (read from the prefix's status events that remain, last
-// first), and the continued executions waiting for to as their successor
-// are handed over.
+// point T. In the same transaction the copy gets the status index entry
+// and the catalog entry of its prefix (read from the prefix's status
+// events that remain, last first; the catalog's start time and tenant from
+// its first event), and the continued executions waiting for to as their
+// successor are handed over.
 func (s *EventStore) CopyPrefix(ctx context.Context, from, to string, through int64) error {
 	if err := s.check(); err != nil {
 		return err
@@ -89,12 +90,15 @@ func copyPrefix(c *rawConn, from, to string, through int64) error {
 	if err != nil {
 		return err
 	}
-	return indexChange(c, to, true, change)
+	if err := indexChange(c, to, true, change); err != nil {
+		return err
+	}
+	return copyEntry(c, to, through)
 }
 
 // DeleteExecution implements store.ExecutionDeleter: it removes every event
-// of executionID, its listing entry and its status index entry, in one
-// transaction, and lists again the continued executions whose successor it
+// of executionID, its listing entry, its status index entry and its
+// catalog entry, in one transaction, and lists again the continued executions whose successor it
 // was. Deleting an unknown execution is not an error. Fencing tokens are kept, so a token
 // acquired later is still greater than every earlier one.
 func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) error {
@@ -111,6 +115,9 @@ func (s *EventStore) DeleteExecution(ctx context.Context, executionID string) er
 				return err
 			}
 			if _, err := c.exec(sqlEndUnfinished, executionID); err != nil {
+				return err
+			}
+			if _, err := c.exec(sqlDropEntry, executionID); err != nil {
 				return err
 			}
 			_, err := c.exec(sqlTakeAgain, executionID)

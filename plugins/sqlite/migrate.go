@@ -36,6 +36,9 @@ type migration struct {
 	version int
 	name    string
 	stmts   []string
+	// fill, when set, runs after stmts in the same transaction: the part
+	// of a step SQL cannot do exactly (see fillCatalog).
+	fill func(ctx context.Context, c *sql.Conn) error
 }
 
 // schemaMigrations is the schema, oldest first. Never edit a released step:
@@ -71,7 +74,7 @@ var schemaMigrations = []migration{
 			execution_id TEXT NOT NULL PRIMARY KEY,
 			token        INTEGER NOT NULL
 		) WITHOUT ROWID`,
-	}},
+	}, nil},
 	{2, "snapshots", []string{
 		// A rowid table: states can be large, which WITHOUT ROWID handles badly.
 		`CREATE TABLE snapshots (
@@ -81,14 +84,14 @@ var schemaMigrations = []migration{
 			state          BLOB,
 			PRIMARY KEY (execution_id, sequence)
 		)`,
-	}},
+	}, nil},
 	{3, "branch refs", []string{
 		`CREATE TABLE refs (
 			name         TEXT NOT NULL PRIMARY KEY,
 			execution_id TEXT NOT NULL,
 			version      INTEGER NOT NULL
 		) WITHOUT ROWID`,
-	}},
+	}, nil},
 	{4, "timers", []string{
 		// One row per durable timer, replaced in place by key. A rowid
 		// table, like snapshots: payloads are caller-sized. Due reads the
@@ -101,7 +104,7 @@ var schemaMigrations = []migration{
 			payload      TEXT
 		)`,
 		`CREATE INDEX timers_due ON timers (wake_at, key)`,
-	}},
+	}, nil},
 	{5, "content", []string{
 		// One row per claim-checked blob, keyed by its ref (the SHA-256 of
 		// data) and written once: Put is INSERT OR IGNORE. size is
@@ -112,7 +115,7 @@ var schemaMigrations = []migration{
 			size INTEGER NOT NULL,
 			data BLOB NOT NULL
 		)`,
-	}},
+	}, nil},
 	{6, "leases", []string{
 		// One row per execution ever leased. A released lease keeps its row
 		// with a NULL owner, so its token survives and the next grant still
@@ -123,7 +126,7 @@ var schemaMigrations = []migration{
 			token        INTEGER NOT NULL,
 			expires_at   INTEGER NOT NULL
 		) WITHOUT ROWID`,
-	}},
+	}, nil},
 	{7, "status index", []string{
 		// One row per execution that is not ended (store.StatusIndex): its
 		// status, the sequence and timestamp of the event that set it, and
@@ -145,7 +148,7 @@ var schemaMigrations = []migration{
 		// for it as their successor here.
 		`CREATE INDEX unfinished_next ON unfinished (next_execution_id) WHERE next_execution_id IS NOT NULL`,
 		sqlBackfillUnfinished,
-	}},
+	}, nil},
 	{8, "work queues and timer claims", []string{
 		// One row per queued start, kept when done: the row is the
 		// idempotency record of (queue, execution_id). owner is NULL when
@@ -188,7 +191,7 @@ var schemaMigrations = []migration{
 		// claimed_until is after now. Put resets both.
 		`ALTER TABLE timers ADD COLUMN claimed_by TEXT`,
 		`ALTER TABLE timers ADD COLUMN claimed_until INTEGER NOT NULL DEFAULT 0`,
-	}},
+	}, nil},
 	{9, "log compaction", []string{
 		// The events compaction moved out of the logs (store.ArchiveStore):
 		// rows of the events table's columns, written once per (execution,
@@ -209,7 +212,7 @@ var schemaMigrations = []migration{
 		// an append, so the row stays written once per log in the common
 		// case; it goes with the row when the log is deleted.
 		`ALTER TABLE executions ADD COLUMN trimmed INTEGER NOT NULL DEFAULT 0`,
-	}},
+	}, nil},
 	{10, "read models", []string{
 		// One row per read-model row (store.ReadModelStore), keyed by
 		// (kind, id) in BINARY (code-point) order: the projection that
@@ -246,7 +249,33 @@ var schemaMigrations = []migration{
 			sequence   INTEGER NOT NULL,
 			PRIMARY KEY (projection, source)
 		) WITHOUT ROWID`,
-	}},
+	}, nil},
+	{11, "execution catalog", []string{
+		// One row per log that is not an inbox stream
+		// (store.ExecutionCatalog): its flow, tenant, status and the
+		// timestamps of its first event and of the event that set the
+		// status. A table of its own, not columns of executions: inbox
+		// streams have no row, and the executions row stays the small one
+		// ListExecutions pages through. Written by a log's first batch and
+		// then only by a batch that moves the status, in the same
+		// transaction; started_at and execution_id, the search order's
+		// keys, never change.
+		`CREATE TABLE catalog (
+			execution_id TEXT NOT NULL PRIMARY KEY,
+			workflow_id  TEXT NOT NULL,
+			tenant       TEXT NOT NULL,
+			status       TEXT NOT NULL,
+			started_at   INTEGER NOT NULL,
+			status_at    INTEGER NOT NULL
+		) WITHOUT ROWID`,
+		// A search walks one of these in its order from the cursor and
+		// stops at its LIMIT: the unfiltered one, or the one of a filter.
+		`CREATE INDEX catalog_started ON catalog (started_at DESC, execution_id)`,
+		`CREATE INDEX catalog_workflow ON catalog (workflow_id, started_at DESC, execution_id)`,
+		`CREATE INDEX catalog_status ON catalog (status, started_at DESC, execution_id)`,
+		`CREATE INDEX catalog_tenant ON catalog (tenant, started_at DESC, execution_id)`,
+		sqlBackfillCatalog,
+	}, fillCatalog},
 }
 
 // sqlBackfillUnfinished fills the unfinished table of a file written before
@@ -343,6 +372,11 @@ func applyNext(ctx context.Context, c *sql.Conn, list []migration) (done bool, e
 		m := list[current]
 		for _, s := range m.stmts {
 			if _, err := c.ExecContext(ctx, s); err != nil {
+				return fmt.Errorf("sqlite: migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if m.fill != nil {
+			if err := m.fill(ctx, c); err != nil {
 				return fmt.Errorf("sqlite: migration %d (%s): %w", m.version, m.name, err)
 			}
 		}

@@ -73,7 +73,7 @@ func TestMigrationsRecordEveryVersionOnce(t *testing.T) {
 func extend(list []migration, steps ...[]string) []migration {
 	out := slices.Clone(list)
 	for _, stmts := range steps {
-		out = append(out, migration{len(out) + 1, "test step", stmts})
+		out = append(out, migration{len(out) + 1, "test step", stmts, nil})
 	}
 	return out
 }
@@ -153,7 +153,7 @@ func TestFailedMigrationLeavesNoTrace(t *testing.T) {
 }
 
 func TestMigrationListMustBeNumberedInOrder(t *testing.T) {
-	bad := []migration{{2, "skips one", nil}}
+	bad := []migration{{2, "skips one", nil, nil}}
 	if db, err := Open(filepath.Join(t.TempDir(), "m.db"), withMigrations(bad)); err == nil {
 		closeDB(t, db)
 		t.Fatal("Open accepted a migration list that does not start at 1")

@@ -65,9 +65,9 @@ const (
 // ReadOnlyDB is a Loom SQLite store opened for reading only (OpenReadOnly):
 // it never migrates, never checkpoints, and never writes or creates a file
 // beside the database (no -wal, -shm or -journal). Its stores are views:
-// EventStore (with range reads, subscriptions and trim points),
-// SnapshotStore (with listing), BranchRegistry and ArchiveStore; their
-// writes return ErrReadOnly.
+// EventStore (with range reads, subscriptions, trim points and the
+// execution catalog), SnapshotStore (with listing), BranchRegistry and
+// ArchiveStore; their writes return ErrReadOnly.
 //
 // It follows the files: before a read (at most once per
 // ChangePollInterval) and while a subscription is open it checks them, and
@@ -227,6 +227,7 @@ var (
 		{"refs", []string{sqlRef, sqlRefsFrom}},
 		{"executions.trimmed", []string{sqlTrimPoint}},
 		{"archive", []string{sqlArchiveRange}},
+		{"catalog", []string{sqlCatalogFirstPage, sqlCatalogCount}},
 	}
 	// addedColumns are the columns a migration added to a table after
 	// its creation, which an older file lacks.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 
@@ -30,6 +31,12 @@ func (v *roView) Close() error {
 // query runs q on the connection to read with and scans each row; from a
 // file that predates table need it reads no rows.
 func query[T any](ctx context.Context, v *roView, need, op, q string, scan func(*sql.Rows) (T, error), args ...any) ([]T, error) {
+	return queryTable(ctx, v, need, nil, op, q, scan, args...)
+}
+
+// queryTable is query that returns missing, when not nil, from a file
+// that predates table need.
+func queryTable[T any](ctx context.Context, v *roView, need string, missing error, op, q string, scan func(*sql.Rows) (T, error), args ...any) ([]T, error) {
 	if v.closed.Load() {
 		return nil, store.ErrClosed
 	}
@@ -39,7 +46,7 @@ func query[T any](ctx context.Context, v *roView, need, op, q string, scan func(
 	}
 	defer release()
 	if need != "" && !c.tables[need] {
-		return nil, nil
+		return nil, missing
 	}
 	rows, err := c.pool.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -60,17 +67,59 @@ func query[T any](ctx context.Context, v *roView, need, op, q string, scan func(
 }
 
 // ReadOnlyEventStore is the event log of a ReadOnlyDB: store.EventStore,
-// store.RangeReader, store.Subscriber and store.PrefixTrimmer. Append and
-// TrimThrough return ErrReadOnly. A trimmed log reads as the writer's does:
-// its start event and the events after its trim point.
+// store.RangeReader, store.Subscriber, store.PrefixTrimmer and
+// store.ExecutionCatalog. Append and TrimThrough return ErrReadOnly. A
+// trimmed log reads as the writer's does: its start event and the events
+// after its trim point.
 type ReadOnlyEventStore struct{ roView }
 
 var (
-	_ store.EventStore    = (*ReadOnlyEventStore)(nil)
-	_ store.RangeReader   = (*ReadOnlyEventStore)(nil)
-	_ store.Subscriber    = (*ReadOnlyEventStore)(nil)
-	_ store.PrefixTrimmer = (*ReadOnlyEventStore)(nil)
+	_ store.EventStore       = (*ReadOnlyEventStore)(nil)
+	_ store.RangeReader      = (*ReadOnlyEventStore)(nil)
+	_ store.Subscriber       = (*ReadOnlyEventStore)(nil)
+	_ store.PrefixTrimmer    = (*ReadOnlyEventStore)(nil)
+	_ store.ExecutionCatalog = (*ReadOnlyEventStore)(nil)
 )
+
+// ErrNoCatalog is the refusal of a catalog search or count of a file
+// written before the catalog existed (migration 11): its logs are there,
+// their catalog is not, and a read-only store never migrates. Open the
+// file with Open once to migrate it. It matches store.ErrNoCatalog, so a
+// reader falls back to the listing.
+var ErrNoCatalog = fmt.Errorf("sqlite: the file predates the execution catalog; open it for writing once to migrate it: %w", store.ErrNoCatalog)
+
+// SearchExecutions implements store.ExecutionCatalog, as
+// EventStore.SearchExecutions does. A malformed q is refused with
+// *store.InvalidCatalogQueryError, and a file that predates the catalog
+// with ErrNoCatalog, before anything is read.
+func (s *ReadOnlyEventStore) SearchExecutions(ctx context.Context, q store.CatalogQuery) (store.CatalogPage, error) {
+	if err := store.ValidateCatalogQuery(q); err != nil {
+		return store.CatalogPage{}, err
+	}
+	limit := store.CatalogLimit(q.Limit)
+	text, args := catalogSearchSQL(q, limit)
+	entries, err := queryTable(ctx, &s.roView, "catalog", ErrNoCatalog, "search executions", text, scanEntry, args...)
+	if err != nil {
+		return store.CatalogPage{}, err
+	}
+	return catalogPage(entries, limit), nil
+}
+
+// CountExecutions implements store.ExecutionCatalog, as
+// EventStore.CountExecutions does; a file that predates the catalog is
+// refused with ErrNoCatalog.
+func (s *ReadOnlyEventStore) CountExecutions(ctx context.Context, q store.CatalogQuery) (store.CatalogCounts, error) {
+	q.Status, q.After, q.Limit = "", "", 0
+	if err := store.ValidateCatalogQuery(q); err != nil {
+		return nil, err
+	}
+	text, args := catalogCountSQL(q)
+	rows, err := queryTable(ctx, &s.roView, "catalog", ErrNoCatalog, "count executions", text, scanCount, args...)
+	if err != nil {
+		return nil, err
+	}
+	return catalogCounts(rows), nil
+}
 
 // Append implements store.EventStore: it writes nothing and returns
 // ErrReadOnly.

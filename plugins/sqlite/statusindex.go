@@ -78,22 +78,14 @@ func indexChange(c *rawConn, execID string, created bool, change store.StatusCha
 // do to an entry (store.StatusChangeOf of that prefix), reading only its
 // status events from the end: the change of a fork's copy.
 func prefixStatus(c *rawConn, execID string, through int64) (store.StatusChange, error) {
-	for bound := through; bound >= 0; {
-		row, found, err := c.queryRow(sqlLastStatusEvent, execID, bound)
-		if err != nil || !found {
-			if err != nil {
-				return store.StatusChange{}, err
-			}
-			break
-		}
-		e, err := statusEnvelope(row)
-		if err != nil {
-			return store.StatusChange{}, err
-		}
-		if change := store.EventStatus(e); change.Move != store.StatusKept {
-			return change, nil
-		}
-		bound = e.Sequence - 1
+	e, found, err := lastMoving(rawStatusReader(c, execID), through, func(e event.Envelope) bool {
+		return store.EventStatus(e).Move != store.StatusKept
+	})
+	if err != nil {
+		return store.StatusChange{}, err
+	}
+	if found {
+		return store.EventStatus(e), nil
 	}
 	ts, found, err := c.queryInt64(sqlFirstTimestamp, execID)
 	if err != nil {
@@ -103,6 +95,40 @@ func prefixStatus(c *rawConn, execID string, through int64) (store.StatusChange,
 		return store.StatusChange{}, fmt.Errorf("sqlite: log %q has no first event", execID)
 	}
 	return store.StatusChange{Move: store.StatusSet, Status: store.UnfinishedRunning, Timestamp: ts}, nil
+}
+
+// statusReader returns the last event of one log at or before sequence
+// bound of a type store.StatusTypes names, and false when there is none.
+type statusReader func(bound int64) (event.Envelope, bool, error)
+
+// lastMoving returns the last event of a log at or before through for
+// which moves is true, reading its status events with read from the end
+// (one backward seek each) until one is; false when none is.
+func lastMoving(read statusReader, through int64, moves func(event.Envelope) bool) (event.Envelope, bool, error) {
+	for bound := through; bound >= 0; {
+		e, found, err := read(bound)
+		if err != nil || !found {
+			return event.Envelope{}, false, err
+		}
+		if moves(e) {
+			return e, true, nil
+		}
+		bound = e.Sequence - 1
+	}
+	return event.Envelope{}, false, nil
+}
+
+// rawStatusReader reads the status events of execID on the write
+// connection, inside its open transaction.
+func rawStatusReader(c *rawConn, execID string) statusReader {
+	return func(bound int64) (event.Envelope, bool, error) {
+		row, found, err := c.queryRow(sqlLastStatusEvent, execID, bound)
+		if err != nil || !found {
+			return event.Envelope{}, false, err
+		}
+		e, err := statusEnvelope(row)
+		return e, err == nil, err
+	}
 }
 
 // statusEnvelope decodes a row of sqlLastStatusEvent.

@@ -28,8 +28,8 @@ func sameLog(t *testing.T, what string, got, want []event.Envelope) {
 }
 
 // TestCompactionMigrationOfAnOlderFile: a file of the release before
-// compaction (schema version 8, made here by undoing migrations 9 and 10) reads as untrimmed with an empty archive,
-// read-only and unmigrated; opened by this code it gets migrations 9 and 10, and its
+// compaction (schema version 8, made here by undoing migrations 9 to 11) reads as untrimmed with an empty archive,
+// read-only and unmigrated; opened by this code it gets migrations 9 to 11, and its
 // old log is trimmed, archived and appended to like a new one.
 func TestCompactionMigrationOfAnOlderFile(t *testing.T) {
 	ctx := context.Background()
@@ -37,11 +37,11 @@ func TestCompactionMigrationOfAnOlderFile(t *testing.T) {
 	old := openAt(t, path)
 	mustAppend(t, old.EventStore(), "x", 0, batch("x", 0, 10))
 	closeDB(t, old)
-	// Back to version 8: without the archive table, the trim points and
-	// the read models.
+	// Back to version 8: without the archive table, the trim points, the
+	// read models and the catalog.
 	rawExec(t, path, `DROP TABLE archive`, `ALTER TABLE executions DROP COLUMN trimmed`,
 		`DROP TABLE read_models`, `DROP TABLE read_model_fields`, `DROP TABLE read_model_watermarks`,
-		`DELETE FROM schema_migrations WHERE version > 8`)
+		`DROP TABLE catalog`, `DELETE FROM schema_migrations WHERE version > 8`)
 
 	ro := openRO(t, path)
 	if got, err := ro.EventStore().TrimmedThrough(ctx, "x"); err != nil || got != 0 {
