@@ -220,3 +220,31 @@ func mapsEqual(a, b map[string]int64) bool {
 	}
 	return true
 }
+
+// emptyCatalog is a store that could keep a catalog but holds none, as a
+// read-only view of a file written before it had one answers.
+type emptyCatalog struct{ store.EventStore }
+
+func (emptyCatalog) SearchExecutions(context.Context, store.CatalogQuery) (store.CatalogPage, error) {
+	return store.CatalogPage{}, store.ErrNoCatalog
+}
+
+func (emptyCatalog) CountExecutions(context.Context, store.CatalogQuery) (store.CatalogCounts, error) {
+	return nil, store.ErrNoCatalog
+}
+
+// TestListOverAStoreWithoutItsCatalog: a store that refuses its catalog
+// with store.ErrNoCatalog is listed as one without a catalog, id order and
+// id cursors included, never as an error or an empty list.
+func TestListOverAStoreWithoutItsCatalog(t *testing.T) {
+	f := newFleet(t)
+	_, srv := serve(t, inspect.Source{Events: emptyCatalog{f.events}}, inspect.Options{})
+	page := getList(t, srv.URL, url.Values{"limit": {"4"}})
+	if got := idsOf(page.Executions); page.Order != inspect.OrderID || !slices.Equal(got, []string{"invoice-1", "invoice-2", "order-1", "order-10"}) || page.Next != "order-10" {
+		t.Fatalf("order %q, %v, next %q; want the listing's first four", page.Order, got, page.Next)
+	}
+	rest := getList(t, srv.URL, url.Values{"after": {page.Next}})
+	if got := idsOf(rest.Executions); !slices.Equal(got, []string{"order-2", "order-3"}) {
+		t.Fatalf("after order-10: %v", got)
+	}
+}

@@ -48,4 +48,58 @@
 // It writes nothing: every method but GET and HEAD is refused, and a request
 // whose Host is not a loopback name is refused unless Options.AnyHost is
 // set, so a page on another origin cannot read it through DNS rebinding.
+//
+// # Acting on a running app
+//
+// With Options.Actions (an Actor: the wire ABI methods the actions call;
+// a *wire.Client of the app that writes the store) the page acts: it
+// answers a gate through a form made from the gate's JSON Schema, cancels,
+// forks at the slider's sequence, resumes as a fixed flow or input, and
+// resolves a step in doubt. The app records or refuses each, exactly as
+// for any wire caller; the inspector itself still writes nothing.
+//
+//	GET  /api/session           {actions, csrf?}: whether the page may act, and the csrf of a cookie session
+//	GET  /api/gate?id=          the app's execution.gate: the park, its JSON Schema, its timeout
+//	POST /api/act/resume        {id, eventType, payload?}          execution.resume
+//	POST /api/act/cancel        {id, reason?}                      execution.cancel
+//	POST /api/act/fork          {id, at, simulate?}                execution.fork
+//	POST /api/act/resume-as     {id, flowId?, input?}              execution.resumeAs
+//	POST /api/act/resolve       {id, stepId, attempt, done?, output?}  execution.resolve
+//
+// Only these POSTs exist, and only with Actions (else 405, as every other
+// POST). A body is one JSON object sent as application/json (else 415),
+// at most MaxActionBytes (else 413), its members named exactly, each once,
+// none unknown (else 400); a refused body sends nothing to the app. The
+// answer is the wire result as JSON; the app's refusal is {error, code,
+// data} with the app's message, wire code and data verbatim (data says,
+// for a payload a schema refuses, which field and why), at the status
+// StatusOfCode maps the code to: 404 not found, 409 the execution's state
+// refuses it, 422 the answer or params are wrong, 403 denied, 502 the app
+// failed or refused the inspector's own token, 504 past ActionTimeout (the
+// action may still have taken effect). A refused action records nothing.
+//
+// # Login and CSRF
+//
+// New refuses Actions without Options.Token or Options.Authenticate
+// (*OptionsError). With either set, every request needs a login, reads
+// included: GET /?token=<Token> (compared in constant time) opens a
+// session — a cookie of 32 random bytes, HttpOnly, SameSite=Strict,
+// Path=/, Secure over TLS, named per Inspector — and redirects (303) to
+// the same address without the token; "Authorization: Bearer <Token>"
+// admits a script without a cookie. Without a login the API answers 401
+// with a JSON error and the page a plain login page (no script) that says
+// to open the link loom inspect printed; a wrong token sets nothing.
+// Sessions live in memory for SessionLifetime (12 h) from their login, at
+// most MaxSessions of them (a login past it ends the oldest). No answer
+// ever holds a token.
+//
+// A cookie is sent by the browser on its own, so a POST of a cookie
+// session must also carry the session's csrf (GET /api/session) in
+// CSRFHeader (X-Loom-CSRF), an Origin, when sent, of the inspector's own
+// host, and a Sec-Fetch-Site, when sent, of same-origin; else 403, and
+// nothing reaches the app. A bearer needs none of it: no browser sends a
+// bearer token unasked. A request Authenticate admits through its
+// Authorization: Bearer header is a bearer's; one it admits on other
+// grounds (a proxy's header, a client certificate) opens a session at
+// GET / or GET /api/session and needs its csrf like a token login's.
 package inspect

@@ -45,21 +45,47 @@ type Options struct {
 	// the executions whose log grew. Zero means DefaultListPoll; less than
 	// MinListPoll is raised to it.
 	ListPoll time.Duration
+
+	// Actions, when set, lets the page act on the running app it reaches
+	// through the wire ABI: answer a gate, cancel, fork, resume as,
+	// resolve an in-doubt step (the POST /api/act/ endpoints, doc.go). It
+	// should be the app that writes the store the inspector reads. New
+	// refuses it without Token or Authenticate (*OptionsError).
+	Actions Actor
+	// Token, when set, is the inspector's login: GET /?token=<Token>
+	// opens a session (a cookie) and redirects to the page without it, and
+	// "Authorization: Bearer <Token>" admits a script without a session.
+	// With Token or Authenticate set, every request needs one or the
+	// other (401 without). At least MinTokenLength bytes.
+	Token string
+	// Authenticate, when set, admits a request the token does not: an
+	// error refuses it (401; its text is never sent). A request it admits
+	// through an Authorization: Bearer header is a script's; any other
+	// opens a session at GET / or GET /api/session, whose POSTs need the
+	// session's csrf like a token login's.
+	Authenticate func(r *http.Request) (principal any, err error)
+	// Now is the clock sessions expire by (SessionLifetime); nil is
+	// time.Now.
+	Now func() time.Time
 }
 
 // Inspector is the web inspector: an http.Handler serving the page (assets
-// embedded in the binary, no CDN, no build step) and its read-only JSON API
-// over a Source. Every request that is not GET or HEAD is refused (405).
-// It is safe for concurrent use.
+// embedded in the binary, no CDN, no build step) and its JSON API over a
+// Source. Every request that is not GET or HEAD is refused (405), but the
+// POSTs of the action endpoints when Options.Actions is set. It is safe
+// for concurrent use.
 type Inspector struct {
 	src    Source
 	opts   Options
+	auth   *auth
 	mux    *http.ServeMux
 	stop   chan struct{}
 	closer sync.Once
 }
 
-// New builds an Inspector over src. It refuses a Source without Events.
+// New builds an Inspector over src. It refuses a Source without Events,
+// and Options it cannot serve safely with an *OptionsError: Actions
+// without Token or Authenticate, a Token shorter than MinTokenLength.
 func New(src Source, opts Options) (*Inspector, error) {
 	if src.Events == nil {
 		return nil, errors.New("inspect: Source.Events is required")
@@ -76,6 +102,9 @@ func New(src Source, opts Options) (*Inspector, error) {
 	if err != nil {
 		return nil, err
 	}
+	if in.auth, err = newAuth(opts, static); err != nil {
+		return nil, err
+	}
 	in.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	in.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, static, "index.html")
@@ -87,6 +116,7 @@ func New(src Source, opts Options) (*Inspector, error) {
 	in.mux.HandleFunc("GET /api/refs", in.refs)
 	in.mux.HandleFunc("GET /api/live", in.live)
 	in.mux.HandleFunc("GET /api/watch", in.watch)
+	in.actionRoutes()
 	return in, nil
 }
 
@@ -103,9 +133,17 @@ func (in *Inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the inspector answers only to a loopback host name", http.StatusMisdirectedRequest)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !in.acts(r) {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "the inspector is read-only", http.StatusMethodNotAllowed)
+		msg := "the inspector is read-only"
+		if in.opts.Actions != nil {
+			msg = "the inspector takes a POST only at its action endpoints (/api/act/…)"
+		}
+		http.Error(w, msg, http.StatusMethodNotAllowed)
+		return
+	}
+	r, ok := in.admit(w, r)
+	if !ok {
 		return
 	}
 	in.mux.ServeHTTP(w, r)
@@ -210,7 +248,12 @@ func (in *Inspector) intParam(w http.ResponseWriter, r *http.Request, name strin
 func (in *Inspector) fail(w http.ResponseWriter, err error) {
 	var se *SequenceError
 	var bad *event.InvalidEnvelopeError
+	var badQuery *store.InvalidCatalogQueryError
 	switch {
+	case errors.As(err, &badQuery) && badQuery.Field == "after":
+		in.writeError(w, http.StatusBadRequest, "after must be the next of the page before, as the list answered it")
+	case errors.As(err, &badQuery):
+		in.writeError(w, http.StatusBadRequest, badQuery.Error())
 	case errors.Is(err, loom.ErrExecutionNotFound):
 		in.writeError(w, http.StatusNotFound, "no such execution in this store")
 	case errors.As(err, &se):

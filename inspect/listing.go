@@ -105,12 +105,6 @@ func (in *Inspector) listQueryOf(w http.ResponseWriter, r *http.Request) (listQu
 		in.writeError(w, http.StatusBadRequest, "status must be one of "+statusNames()+", or absent for any")
 		return listQuery{}, false
 	}
-	if _, isCatalog := in.catalog(); isCatalog && q.after != "" {
-		if _, _, err := store.ParseCatalogCursor(q.after); err != nil {
-			in.writeError(w, http.StatusBadRequest, "after must be the next of the page before, as the list answered it")
-			return listQuery{}, false
-		}
-	}
 	return q, true
 }
 
@@ -157,7 +151,12 @@ type knownListing struct {
 // time: this page's only, so it never outgrows a page.
 func (in *Inspector) listPage(ctx context.Context, q listQuery, seen known) (executionsPage, known, error) {
 	if c, ok := in.catalog(); ok {
-		return in.catalogPage(ctx, c, q, seen)
+		page, now, err := in.catalogPage(ctx, c, q, seen)
+		if !errors.Is(err, store.ErrNoCatalog) {
+			return page, now, err
+		}
+		// A store without the catalog it could keep (a read-only view of
+		// an older file): its listing.
 	}
 	listed, err := in.src.Events.ListExecutions(ctx, q.after, q.limit)
 	if err != nil {

@@ -160,6 +160,8 @@ func TestInspectorListInBrowser(t *testing.T) {
 	waitList(t, ctx, "the suspended orders", "order-10", "order-1")
 	run("filter by tenant", chromedp.Focus("#f-tenant"), chromedp.KeyEvent("bolt"), chromedp.KeyEvent(kb.Enter))
 	waitList(t, ctx, "the suspended orders of bolt", "order-10")
+	run("open the one left", clickJS(`#executions li[data-id="order-10"] a`))
+	waitJS(t, ctx, "order-10's view", shows("order-10", 1), 20*time.Second)
 	updateDocsImage(t, "inspector-list.png", saveScreenshot(t, ctx, "inspector-list-filtered.png"))
 
 	// A reload keeps the filters: they live in the address.
