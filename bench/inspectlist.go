@@ -26,15 +26,17 @@ import (
 // served on loopback HTTP, as `loom inspect` serves it, one GET at a time
 // (a warm-up, then inspectReps requests; the median is reported):
 //
-//	first      /api/executions: the first page (50), newest first, with the
-//	           counts by status
+//	first      /api/executions: the first page (50), newest first
 //	next       the page after it, through its cursor
 //	suspended  ?status=suspended: the first page of the parked ones
 //	prefix     ?q=h-0000000: the executions whose id starts so (10 of them)
+//	counts     /api/executions/counts: the counts by status of them all,
+//	           which the live list sends with each frame (a pass over the
+//	           status index: linear by nature, reported, no target)
 //
 // and, beside them, the store's own listing of 50 (ListExecutions) as the
 // raw baseline. Every answer is checked: the page's size, its order
-// (recent: the store keeps a catalog) and counts adding up to the
+// (recent: the store keeps a catalog), and counts adding up to the
 // population. ratio = first at the large size over first at the small
 // one; target <= 2.
 
@@ -57,8 +59,8 @@ const (
 const inspectDescription = "The inspector's execution list over a small and a large population built through the runtime " +
 	"(one trivial step, then a third park, a third complete, a third fail), each measured over the reopened storage by an " +
 	"inspect.Inspector on loopback HTTP: GET /api/executions first page (50, newest first, counts by status), the next page, " +
-	"?status=suspended and ?q=<prefix of 10>, medians of the requests; raw = the store's ListExecutions of 50. " +
-	"ratio = first page large/small, target <= 2"
+	"?status=suspended and ?q=<prefix of 10>, medians of the requests; raw = the store's ListExecutions of 50; " +
+	"and /api/executions/counts (all statuses) beside them. ratio = first page large/small, target <= 2"
 
 // inspectID names the i-th execution of a population: zero-padded, so an
 // id prefix selects a known set.
@@ -108,7 +110,9 @@ type InspectListSize struct {
 	NextMs      float64 `json:"nextMs"`
 	SuspendedMs float64 `json:"suspendedMs"`
 	PrefixMs    float64 `json:"prefixMs"`
-	RawListMs   float64 `json:"rawListMs"`
+	// CountsMs is /api/executions/counts over the whole population.
+	CountsMs  float64 `json:"countsMs"`
+	RawListMs float64 `json:"rawListMs"`
 	// FirstOverRaw is FirstMs over RawListMs: what the inspector adds to
 	// the store's listing (folding each row, the counts, HTTP and JSON).
 	FirstOverRaw float64 `json:"firstOverRaw"`
@@ -189,26 +193,29 @@ func measureInspectPopulation(ctx context.Context, st scaleStorage, n int, out *
 	defer srv.Close()
 	client := srv.Client()
 
-	first, err := getInspectPage(ctx, client, srv.URL, url.Values{})
+	first, err := getInspectPage(ctx, client, srv.URL+"/api/executions", url.Values{})
 	if err != nil {
 		return err
 	}
-	if err := checkInspectPage(first, n, min(n, inspect.DefaultExecutionsPage)); err != nil {
+	if err := checkInspectPage(first, 0, min(n, inspect.DefaultExecutionsPage)); err != nil {
 		return fmt.Errorf("workload h: the first page at %d: %w", n, err)
 	}
 	out.Order = first.Order
 	// want is each query's page size, total what its counts add up to
 	// (the counts ignore the status filter, not the prefix).
+	// (want -1: a counts answer, no page).
 	queries := []struct {
 		name        string
+		path        string
 		q           url.Values
 		want, total int
 		into        *float64
 	}{
-		{"first", url.Values{}, min(n, inspect.DefaultExecutionsPage), n, &out.FirstMs},
-		{"next", url.Values{"after": {first.Next}}, min(n-inspect.DefaultExecutionsPage, inspect.DefaultExecutionsPage), n, &out.NextMs},
-		{"suspended", url.Values{"status": {"suspended"}}, min((n+2)/3, inspect.DefaultExecutionsPage), n, &out.SuspendedMs},
-		{"prefix", url.Values{"q": {inspectPrefix}}, min(n, 10), min(n, 10), &out.PrefixMs},
+		{"first", "/api/executions", url.Values{}, min(n, inspect.DefaultExecutionsPage), 0, &out.FirstMs},
+		{"next", "/api/executions", url.Values{"after": {first.Next}}, min(n-inspect.DefaultExecutionsPage, inspect.DefaultExecutionsPage), 0, &out.NextMs},
+		{"suspended", "/api/executions", url.Values{"status": {"suspended"}}, min((n+2)/3, inspect.DefaultExecutionsPage), 0, &out.SuspendedMs},
+		{"prefix", "/api/executions", url.Values{"q": {inspectPrefix}}, min(n, 10), 0, &out.PrefixMs},
+		{"counts", "/api/executions/counts", url.Values{}, -1, n, &out.CountsMs},
 	}
 	for _, qu := range queries {
 		if qu.name == "next" && first.Next == "" {
@@ -217,7 +224,7 @@ func measureInspectPopulation(ctx context.Context, st scaleStorage, n int, out *
 		samples := make([]time.Duration, 0, inspectReps)
 		for i := range inspectWarmups + inspectReps {
 			t0 := time.Now()
-			page, err := getInspectPage(ctx, client, srv.URL, qu.q)
+			page, err := getInspectPage(ctx, client, srv.URL+qu.path, qu.q)
 			d := time.Since(t0)
 			if err != nil {
 				return err
@@ -248,8 +255,8 @@ func measureInspectPopulation(ctx context.Context, st scaleStorage, n int, out *
 	}
 	out.RawListMs = millis(median(raw))
 	out.FirstOverRaw = round(out.FirstMs / out.RawListMs)
-	progress("workload h: at %d: first %.2f ms, next %.2f, suspended %.2f, prefix %.2f; the store's listing %.2f ms",
-		n, out.FirstMs, out.NextMs, out.SuspendedMs, out.PrefixMs, out.RawListMs)
+	progress("workload h: at %d: first %.2f ms, next %.2f, suspended %.2f, prefix %.2f, counts %.2f; the store's listing %.2f ms",
+		n, out.FirstMs, out.NextMs, out.SuspendedMs, out.PrefixMs, out.CountsMs, out.RawListMs)
 	return nil
 }
 
@@ -262,7 +269,7 @@ type inspectPage struct {
 }
 
 func getInspectPage(ctx context.Context, client *http.Client, base string, q url.Values) (inspectPage, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/executions?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"?"+q.Encode(), nil)
 	if err != nil {
 		return inspectPage{}, err
 	}
@@ -276,20 +283,27 @@ func getInspectPage(ctx context.Context, client *http.Client, base string, q url
 		return inspectPage{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return inspectPage{}, fmt.Errorf("workload h: GET /api/executions?%s: %d %s", q.Encode(), resp.StatusCode, body)
+		return inspectPage{}, fmt.Errorf("workload h: GET %s?%s: %d %s", base, q.Encode(), resp.StatusCode, body)
 	}
 	var p inspectPage
 	return p, json.Unmarshal(body, &p)
 }
 
-// checkInspectPage checks a page: want executions, newest first from the
-// catalog, with counts adding up to total.
+// checkInspectPage checks an answer: want executions (-1: a counts
+// answer, none), newest first from the catalog; with counts (total > 0),
+// adding up to total.
 func checkInspectPage(p inspectPage, total, want int) error {
 	if p.Order != inspect.OrderRecent {
 		return fmt.Errorf("the list's order is %q, not %q: the store keeps no %T", p.Order, inspect.OrderRecent, (*store.ExecutionCatalog)(nil))
 	}
-	if len(p.Executions) != want {
+	if want >= 0 && len(p.Executions) != want {
 		return fmt.Errorf("%d executions on the page, want %d", len(p.Executions), want)
+	}
+	if total == 0 {
+		if p.Counts != nil {
+			return fmt.Errorf("counts %v on a page that did not ask for them", p.Counts)
+		}
+		return nil
 	}
 	var sum int64
 	for _, c := range p.Counts { //loom:order-independent a sum

@@ -36,7 +36,7 @@ func TestInspectListReportsEveryField(t *testing.T) {
 		if got := lookup(t, doc, "workloads.h."+size+".order"); got != "recent" {
 			t.Errorf("workloads.h.%s.order = %v, want recent", size, got)
 		}
-		for _, f := range []string{"firstMs", "suspendedMs", "prefixMs", "rawListMs", "firstOverRaw", "buildSec"} {
+		for _, f := range []string{"firstMs", "suspendedMs", "prefixMs", "countsMs", "rawListMs", "firstOverRaw", "buildSec"} {
 			if x := num("workloads.h." + size + "." + f); x <= 0 {
 				t.Errorf("workloads.h.%s.%s = %v, want a positive number", size, f, x)
 			}

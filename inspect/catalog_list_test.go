@@ -84,9 +84,23 @@ func newFleet(t *testing.T) fleet {
 	return fleet{events: events, src: inspect.Source{Events: events}}
 }
 
+// getList gets a page of /api/executions with its counts (?counts=1).
 func getList(t *testing.T, srvURL string, q url.Values) listBody {
 	t.Helper()
-	resp, err := http.Get(srvURL + "/api/executions?" + q.Encode())
+	return getListAt(t, srvURL, "/api/executions", withCounts(q))
+}
+
+func withCounts(q url.Values) url.Values {
+	out := url.Values{"counts": {"1"}}
+	for k, v := range q { //loom:order-independent a copy
+		out[k] = v
+	}
+	return out
+}
+
+func getListAt(t *testing.T, srvURL, path string, q url.Values) listBody {
+	t.Helper()
+	resp, err := http.Get(srvURL + path + "?" + q.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +151,14 @@ func TestListFromTheCatalog(t *testing.T) {
 	}
 	if want := map[string]int64{"suspended": 3, "completed": 2, "cancelled": 1}; !mapsEqual(all.Counts, want) {
 		t.Fatalf("counts %v, want %v", all.Counts, want)
+	}
+	// The counts cost a pass: only asked for, or on their own.
+	if plain := getListAt(t, srv.URL, "/api/executions", url.Values{}); plain.Counts != nil || !slices.Equal(idsOf(plain.Executions), want) {
+		t.Fatalf("without ?counts=1: counts %v, %v", plain.Counts, idsOf(plain.Executions))
+	}
+	if only := getListAt(t, srv.URL, "/api/executions/counts", url.Values{"tenant": {"acme"}}); only.Order != inspect.OrderRecent ||
+		!mapsEqual(only.Counts, map[string]int64{"suspended": 1, "completed": 1, "cancelled": 1}) {
+		t.Fatalf("/api/executions/counts?tenant=acme: %+v", only)
 	}
 	for _, tc := range []struct {
 		q      url.Values

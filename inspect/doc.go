@@ -11,14 +11,21 @@
 // and JavaScript embedded in the binary (no CDN, no build step) and a JSON
 // API under /api:
 //
-//	GET /api/executions?after=&limit=&tenant=       executions with their folded status, paged (≤ 500)
-//	GET /api/executions/live?after=&limit=&tenant=  server-sent events: that page, again whenever it changes
+//	GET /api/executions?q=&status=&flow=&tenant=&after=&limit=&counts=  executions with their folded status, paged (≤ 500)
+//	GET /api/executions/counts?q=&flow=&tenant=     the counts by status of what the prefix, flow and tenant select
+//	GET /api/executions/live?…                      server-sent events: that page with its counts, again whenever it changes
 //	GET /api/events?id=&from=&limit=                one page of a log (≤ 5000 events)
 //	GET /api/log?id=                                the whole log as JSON lines (application/x-ndjson), an attachment "<id>.jsonl"
 //	GET /api/state?id=&at=                          the canonical folded state after sequence at (latest without)
 //	GET /api/refs?prefix=                           branch refs (BranchRegistry.ListRefs)
 //	GET /api/live?id=&from=                         server-sent events: the log from a sequence on, as it grows
 //	GET /api/watch?id=                              server-sent events: the folded state, then one per new event
+//
+// Over a store that keeps a store.ExecutionCatalog the list is newest start
+// first, and the id prefix (q), status, flow and tenant select in the
+// store, a page costing one index range whatever the store holds; over
+// another it is the store's listing in id order, filtered a page at a
+// time, without counts (order "id" in the answer).
 //
 // The page lists executions, shows one execution's timeline with a slider
 // that displays the folded state at any sequence (frames with inputs,

@@ -56,6 +56,7 @@ func ListingOf(info store.ExecutionInfo, st fold.State) Listing {
 func (in *Inspector) listRoutes() {
 	in.mux.HandleFunc("GET /api/executions", in.executions)
 	in.mux.HandleFunc("GET /api/executions/live", in.liveExecutions)
+	in.mux.HandleFunc("GET /api/executions/counts", in.executionCounts)
 }
 
 func (in *Inspector) executions(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +79,11 @@ type listQuery struct {
 	after, prefix, flow, tenant string
 	status                      fold.Status
 	limit                       int
+	// counts asks for the counts by status with the page: a count costs a
+	// pass over the index of what the prefix, flow and tenant select, so
+	// /api/executions answers them only with ?counts=1, and the live list
+	// with every frame.
+	counts bool
 }
 
 // The orders of a list (executionsPage.Order).
@@ -100,7 +106,7 @@ func (in *Inspector) listQueryOf(w http.ResponseWriter, r *http.Request) (listQu
 	}
 	v := r.URL.Query()
 	q := listQuery{after: v.Get("after"), prefix: v.Get("q"), flow: v.Get("flow"), tenant: v.Get("tenant"),
-		status: fold.Status(v.Get("status")), limit: limit}
+		status: fold.Status(v.Get("status")), limit: limit, counts: v.Get("counts") == "1"}
 	if q.status != "" && !store.CatalogStatus(q.status).Valid() {
 		in.writeError(w, http.StatusBadRequest, "status must be one of "+statusNames()+", or absent for any")
 		return listQuery{}, false
@@ -199,11 +205,12 @@ func (in *Inspector) catalogPage(ctx context.Context, c store.ExecutionCatalog, 
 	if err != nil {
 		return executionsPage{}, nil, err
 	}
-	counts, err := c.CountExecutions(ctx, cq)
-	if err != nil {
-		return executionsPage{}, nil, err
+	page := executionsPage{Executions: []Listing{}, Next: found.Next, Order: OrderRecent}
+	if q.counts {
+		if page.Counts, err = c.CountExecutions(ctx, cq); err != nil {
+			return executionsPage{}, nil, err
+		}
 	}
-	page := executionsPage{Executions: []Listing{}, Next: found.Next, Order: OrderRecent, Counts: counts}
 	now := make(known, len(found.Entries))
 	for _, e := range found.Entries {
 		k, ok := seen[e.ExecutionID]
@@ -236,6 +243,31 @@ func (in *Inspector) catalogPage(ctx context.Context, c store.ExecutionCatalog, 
 	return page, now, nil
 }
 
+// executionCounts is /api/executions/counts: the counts by status of the
+// executions the query's prefix, flow and tenant select, {counts, order}
+// (no counts in OrderID: the store keeps no catalog to count).
+func (in *Inspector) executionCounts(w http.ResponseWriter, r *http.Request) {
+	q, ok := in.listQueryOf(w, r)
+	if !ok {
+		return
+	}
+	out := struct {
+		Counts store.CatalogCounts `json:"counts,omitempty"`
+		Order  string              `json:"order"`
+	}{Order: OrderID}
+	if c, ok := in.catalog(); ok {
+		counts, err := c.CountExecutions(r.Context(), store.CatalogQuery{Prefix: q.prefix, WorkflowID: q.flow, Tenant: q.tenant})
+		switch {
+		case err == nil:
+			out.Counts, out.Order = counts, OrderRecent
+		case !errors.Is(err, store.ErrNoCatalog):
+			in.fail(w, err)
+			return
+		}
+	}
+	in.writeJSON(w, out)
+}
+
 // liveExecutions is /api/executions/live: the page /api/executions answers
 // for the same query, as server-sent events, sent again whenever its
 // content changes (an execution appears or goes, a log grows, a status
@@ -250,6 +282,7 @@ func (in *Inspector) liveExecutions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	q.counts = true
 	ctx := r.Context()
 	page, seen, err := in.listPage(ctx, q, nil)
 	if err != nil {

@@ -67,7 +67,7 @@ func waitListFrame(t *testing.T, s *sseStream, prev string, ok func(listFrame) b
 }
 
 // TestLiveListFollowsTheStore: /api/executions/live sends the page
-// /api/executions answers, byte for byte, then the page again whenever it
+// /api/executions?counts=1 answers, byte for byte, then the page again whenever it
 // changes: a newly started execution appears, and its status moves as it
 // is resumed and completes. A page reconnecting with the digest of an
 // unchanged list gets no first frame: its first is the changed list.
@@ -75,7 +75,7 @@ func TestLiveListFollowsTheStore(t *testing.T) {
 	w := newWorld(t)
 	_, srv := serve(t, w.src, inspect.Options{ListPoll: inspect.MinListPoll})
 	ctx := testContext(t)
-	code, body := getBody(t, srv, "/api/executions")
+	code, body := getBody(t, srv, "/api/executions?counts=1")
 	if code != http.StatusOK {
 		t.Fatalf("/api/executions: %d %s", code, body)
 	}
@@ -106,7 +106,7 @@ func TestLiveListFollowsTheStore(t *testing.T) {
 	if _, err := w.rt.WaitForCompletion(ctx, "fresh"); err != nil {
 		t.Fatal(err)
 	}
-	_, now := getBody(t, srv, "/api/executions")
+	_, now := getBody(t, srv, "/api/executions?counts=1")
 	end := waitListFrame(t, s, last.data, func(f listFrame) bool { return f.data == strings.TrimSuffix(now, "\n") })
 	if st, _ := end.status("fresh"); st != fold.StatusCompleted {
 		t.Fatalf("fresh is %s in the settled list", st)
@@ -122,14 +122,14 @@ func TestLiveListQuery(t *testing.T) {
 	w := newWorld(t)
 	_, srv := serve(t, w.src, inspect.Options{ListPoll: inspect.MinListPoll})
 	ctx := testContext(t)
-	_, before := getBody(t, srv, "/api/executions")
+	_, before := getBody(t, srv, "/api/executions?counts=1")
 	_, first := getBody(t, srv, "/api/executions?limit=1")
 	var page struct{ Next string }
 	if err := json.Unmarshal([]byte(first), &page); err != nil || page.Next == "" {
 		t.Fatalf("a first page of one has no next: %s %v", first, err)
 	}
 	for _, q := range []string{"?limit=1", "?after=" + page.Next, "?tenant=nobody", "?q=par", "?flow=two", "?status=suspended"} {
-		_, body := getBody(t, srv, "/api/executions"+q)
+		_, body := getBody(t, srv, "/api/executions?counts=1&"+q[1:])
 		if f := readListFrame(t, openSSE(t, ctx, srv, "/api/executions/live"+q, "")); f.data != strings.TrimSuffix(body, "\n") {
 			t.Fatalf("%s: the live list %s, /api/executions %s", q, f.data, body)
 		}
@@ -143,7 +143,7 @@ func TestLiveListQuery(t *testing.T) {
 			t.Fatalf("%s: %d %s, /api/executions: %d %s", q, code, body, wantCode, wantBody)
 		}
 	}
-	if _, after := getBody(t, srv, "/api/executions"); after != before {
+	if _, after := getBody(t, srv, "/api/executions?counts=1"); after != before {
 		t.Fatalf("the refusals changed the list:\n%s\n%s", before, after)
 	}
 }
@@ -186,7 +186,7 @@ func TestLiveListRefoldsOnlyWhatGrew(t *testing.T) {
 	if _, err := w.rt.WaitForCompletion(ctx, "parked"); err != nil {
 		t.Fatal(err)
 	}
-	_, now := getBody(t, srv, "/api/executions")
+	_, now := getBody(t, srv, "/api/executions?counts=1")
 	// The list follows parked to its end, refolding it as it grows...
 	waitListFrame(t, s, first.data, func(f listFrame) bool { return f.data == strings.TrimSuffix(now, "\n") })
 	// ...and folded done once: its reads are three folds, the live list's
