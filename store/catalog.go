@@ -266,3 +266,26 @@ func (q CatalogQuery) Matches(e CatalogEntry) bool {
 	return strings.HasPrefix(e.ExecutionID, q.Prefix) && (q.WorkflowID == "" || e.WorkflowID == q.WorkflowID) &&
 		(q.Tenant == "" || e.Tenant == q.Tenant) && (q.Status == "" || e.Status == q.Status)
 }
+
+// PrefixEnd is the least string above every string that starts with
+// prefix: prefix with its last rune replaced by the next one (a last
+// U+10FFFF dropped, and the rune before it advanced), so it is valid
+// UTF-8. false: no string above them all exists (prefix is all
+// U+10FFFF), and the range has no end. A store serving
+// CatalogQuery.Prefix as an id range reads from prefix up to it.
+func PrefixEnd(prefix string) (string, bool) {
+	for prefix != "" {
+		r, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+		switch {
+		case r == utf8.MaxRune:
+			continue
+		case r == 0xD7FF:
+			r = 0xE000 // past the surrogates, which UTF-8 cannot hold
+		default:
+			r++
+		}
+		return prefix + string(r), true
+	}
+	return "", false
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -112,7 +111,7 @@ func (a *catalogArgs) add(v any) string {
 // catalogWhere returns the conditions of q's filters. The ids are text
 // COLLATE "C", compared byte by byte, which for UTF-8 is code-point order,
 // so the id prefix is a range of the primary key: from the prefix to its
-// successor (prefixEnd).
+// successor (store.PrefixEnd).
 func catalogWhere(q store.CatalogQuery, a *catalogArgs) []string {
 	var conds []string
 	for _, f := range []struct{ col, v string }{{"workflow_id", q.WorkflowID}, {"tenant", q.Tenant}, {"status", string(q.Status)}} {
@@ -122,7 +121,7 @@ func catalogWhere(q store.CatalogQuery, a *catalogArgs) []string {
 	}
 	if q.Prefix != "" {
 		conds = append(conds, "execution_id >= "+a.add(q.Prefix)+"::text")
-		if end, ok := prefixEnd(q.Prefix); ok {
+		if end, ok := store.PrefixEnd(q.Prefix); ok {
 			conds = append(conds, "execution_id < "+a.add(end)+"::text")
 		}
 	}
@@ -160,28 +159,6 @@ func whereClause(conds []string) string {
 		return ""
 	}
 	return ` WHERE ` + strings.Join(conds, " AND ")
-}
-
-// prefixEnd is the least string above every string that starts with
-// prefix: prefix with its last rune replaced by the next one (a last
-// U+10FFFF dropped, and the rune before it advanced), so it is valid
-// UTF-8. false: no string above them all exists (prefix is all
-// U+10FFFF), and the range has no end.
-func prefixEnd(prefix string) (string, bool) {
-	for prefix != "" {
-		r, size := utf8.DecodeLastRuneInString(prefix)
-		prefix = prefix[:len(prefix)-size]
-		switch {
-		case r == utf8.MaxRune:
-			continue
-		case r == 0xD7FF:
-			r = 0xE000 // past the surrogates, which UTF-8 cannot hold
-		default:
-			r++
-		}
-		return prefix + string(r), true
-	}
-	return "", false
 }
 
 // SearchExecutions implements store.ExecutionCatalog: one page of the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/loom-kernel/loom/event"
 	"github.com/loom-kernel/loom/store"
@@ -98,7 +97,7 @@ const catalogCols = `execution_id, workflow_id, tenant, status, started_at, stat
 // catalogWhere returns the conditions of q's filters, with their
 // arguments in placeholder order. The id prefix is a range of the primary
 // key, compared in BINARY (byte) order, which for UTF-8 is code-point
-// order: from the prefix to its successor (prefixEnd).
+// order: from the prefix to its successor (store.PrefixEnd).
 func catalogWhere(q store.CatalogQuery) ([]string, []any) {
 	var conds []string
 	var args []any
@@ -109,7 +108,7 @@ func catalogWhere(q store.CatalogQuery) ([]string, []any) {
 	}
 	if q.Prefix != "" {
 		conds, args = append(conds, "execution_id >= ?"), append(args, q.Prefix)
-		if end, ok := prefixEnd(q.Prefix); ok {
+		if end, ok := store.PrefixEnd(q.Prefix); ok {
 			conds, args = append(conds, "execution_id < ?"), append(args, end)
 		}
 	}
@@ -145,28 +144,6 @@ func whereClause(conds []string) string {
 		return ""
 	}
 	return ` WHERE ` + strings.Join(conds, " AND ")
-}
-
-// prefixEnd is the least string above every string that starts with
-// prefix: prefix with its last rune replaced by the next one (a last
-// U+10FFFF dropped, and the rune before it advanced), so it is valid
-// UTF-8. false: no string above them all exists (prefix is all
-// U+10FFFF), and the range has no end.
-func prefixEnd(prefix string) (string, bool) {
-	for prefix != "" {
-		r, size := utf8.DecodeLastRuneInString(prefix)
-		prefix = prefix[:len(prefix)-size]
-		switch {
-		case r == utf8.MaxRune:
-			continue
-		case r == 0xD7FF:
-			r = 0xE000 // past the surrogates, which UTF-8 cannot hold
-		default:
-			r++
-		}
-		return prefix + string(r), true
-	}
-	return "", false
 }
 
 // scanEntry reads a row of catalogCols.

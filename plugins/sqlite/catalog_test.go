@@ -77,107 +77,6 @@ func writeBeforeCatalog(t *testing.T, path string, logs map[string][]event.Envel
 	}
 }
 
-// catalogLogs is storetest.StatusLogs(seed) — logs of every status, an
-// unstamped CONTINUED and an inbox stream among them — with starts spread
-// over nine instants (so the order has ties), plus logs started by
-// principals of every shape store.TenantOf reads.
-func catalogLogs(seed uint64) map[string][]event.Envelope {
-	logs := storetest.StatusLogs(seed)
-	started := func(id, payload string, types ...string) {
-		var evs []event.Envelope
-		for i, typ := range append([]string{event.ExecutionStarted}, types...) {
-			evs = append(evs, event.Envelope{ID: fmt.Sprintf("%s#%d", id, i), WorkflowID: "wf-tenants", ExecutionID: id,
-				Type: typ, Sequence: int64(i), Timestamp: 1_700_000_000_000 + int64(i), Payload: json.RawMessage(`{}`)})
-		}
-		evs[0].Payload = json.RawMessage(payload)
-		logs[id] = evs
-	}
-	started("t-acme", `{"input":{"n":1},"principal":{"tenant":"acme","subject":"u1"}}`, event.ExecutionSuspended)
-	started("t-bolt", `{"principal":{"subject":"u2","tenant":"bolt"}}`, event.ExecutionCompleted)
-	started("t-escaped", `{"\u0070rincipal":{"tena\u006et":"acme"}}`)
-	started("t-case", `{"principal":{"Tenant":"acme"}}`, event.ExecutionFailed)
-	started("t-not-object", `{"principal":"acme"}`)
-	started("t-number", `{"principal":{"tenant":7}}`)
-	started("t-dup-tenant", `{"principal":{"tenant":"acme","tenant":"bolt"}}`)
-	started("t-dup-principal", `{"principal":{"tenant":"acme"},"principal":{"tenant":"bolt"}}`)
-	started("t-late", `{"input":null}`)
-	late := logs["t-late"]
-	late[0].Type = "STEP_DONE" // a first event that is no start names no tenant, whatever follows
-	logs["t-late"] = append(late, event.Envelope{ID: "t-late#1", WorkflowID: "wf-tenants", ExecutionID: "t-late",
-		Type: event.ExecutionStarted, Sequence: 1, Timestamp: late[0].Timestamp + 1, Payload: json.RawMessage(`{"principal":{"tenant":"acme"}}`)})
-	for i, id := range slices.Sorted(maps.Keys(logs)) {
-		for j := range logs[id] {
-			logs[id][j].Timestamp += int64(i%9) * 1000
-		}
-	}
-	return logs
-}
-
-// searchCatalog pages through every entry q selects, pageSize at a time,
-// checking that Next is the cursor of each page's last entry and "" only
-// on the last page.
-func searchCatalog(t *testing.T, c store.ExecutionCatalog, q store.CatalogQuery, pageSize int) []store.CatalogEntry {
-	t.Helper()
-	all := []store.CatalogEntry{}
-	q.Limit = pageSize
-	for {
-		page, err := c.SearchExecutions(context.Background(), q)
-		if err != nil {
-			t.Fatalf("SearchExecutions(%+v): %v", q, err)
-		}
-		all = append(all, page.Entries...)
-		if page.Next == "" {
-			return all
-		}
-		if len(page.Entries) != pageSize || page.Next != store.CatalogCursor(page.Entries[pageSize-1]) {
-			t.Fatalf("SearchExecutions(%+v): %d entries with Next %q", q, len(page.Entries), page.Next)
-		}
-		q.After = page.Next
-	}
-}
-
-// wantCatalog is what the kit's rule (storetest.CatalogEntriesOf) gives
-// logs for q, and its counts.
-func wantCatalog(logs map[string][]event.Envelope, q store.CatalogQuery) ([]store.CatalogEntry, store.CatalogCounts) {
-	want := []store.CatalogEntry{}
-	counts := store.CatalogCounts{}
-	counted := q // a count ignores the status
-	counted.Status = ""
-	for _, e := range storetest.CatalogEntriesOf(logs) {
-		if q.Matches(e) {
-			want = append(want, e)
-		}
-		if counted.Matches(e) {
-			counts[e.Status]++
-		}
-	}
-	return want, counts
-}
-
-// catalogSearches are the searches the backfill tests compare.
-var catalogSearches = []store.CatalogQuery{
-	{}, {Tenant: "acme"}, {Tenant: "bolt"}, {WorkflowID: "wf-tenants"}, {Prefix: "s-"}, {Prefix: "gen-0"}, {Prefix: "s-日"},
-	{Status: store.CatalogPending}, {Status: store.CatalogRunning}, {Status: store.CatalogSuspended},
-	{Status: store.CatalogCompleted}, {Status: store.CatalogFailed}, {Status: store.CatalogCancelled},
-	{Status: store.CatalogContinued}, {Status: store.CatalogRunning, Tenant: "acme", Prefix: "t-"},
-}
-
-// checkCatalogOf fails t unless every query of catalogSearches finds in c
-// what the kit's rule gives logs, and counts it so.
-func checkCatalogOf(t *testing.T, c store.ExecutionCatalog, logs map[string][]event.Envelope) {
-	t.Helper()
-	for _, q := range catalogSearches {
-		want, counts := wantCatalog(logs, q)
-		if got := searchCatalog(t, c, q, 7); !slices.Equal(got, want) {
-			t.Fatalf("SearchExecutions(%+v):\n got  %+v\n want %+v", q, got, want)
-		}
-		got, err := c.CountExecutions(context.Background(), q)
-		if err != nil || !maps.Equal(got, counts) {
-			t.Fatalf("CountExecutions(%+v) = %v, %v; want %v", q, got, err, counts)
-		}
-	}
-}
-
 // TestCatalogBackfill: a file written before the catalog, with logs of
 // every status, tenant principals of every shape and an unstamped
 // CONTINUED, gets its catalog from the migration: exactly what the kit's
@@ -185,21 +84,21 @@ func checkCatalogOf(t *testing.T, c store.ExecutionCatalog, logs map[string][]ev
 // keep for the same logs; later writes keep it like any other.
 func TestCatalogBackfill(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
-		logs := catalogLogs(seed)
+		logs := storetest.CatalogLogs(seed)
 		path := filepath.Join(t.TempDir(), "old.db")
 		writeBeforeCatalog(t, path, logs)
 		migrated := mustOpenEventStore(t, path)
-		checkCatalogOf(t, migrated, logs)
+		storetest.CheckCatalogSearches(t, migrated, logs)
 		kept := mustOpenEventStore(t, filepath.Join(t.TempDir(), "new.db"))
 		storetest.AppendLogs(t, kept, logs, seed)
-		checkCatalogOf(t, kept, logs)
+		storetest.CheckCatalogSearches(t, kept, logs)
 
 		done := event.Envelope{ID: "t-acme#2", WorkflowID: "wf-tenants", ExecutionID: "t-acme", Type: event.ExecutionCompleted,
 			Sequence: 2, Timestamp: logs["t-acme"][1].Timestamp + 1, Payload: json.RawMessage(`{}`)}
 		logs["t-acme"] = append(logs["t-acme"], done)
 		for _, s := range []*EventStore{migrated, kept} {
 			mustAppend(t, s, "t-acme", 2, []event.Envelope{done})
-			checkCatalogOf(t, s, logs)
+			storetest.CheckCatalogSearches(t, s, logs)
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -239,10 +138,10 @@ func TestCatalogBackfillContinuedSQLiteCannotParse(t *testing.T) {
 		{ExecutionID: "deep-stamped", WorkflowID: "wf", Status: store.CatalogContinued, StartedAt: 10, StatusAt: 12},
 		{ExecutionID: "deep-unstamped", WorkflowID: "wf", Status: store.CatalogSuspended, StartedAt: 10, StatusAt: 11},
 	}
-	if got := searchCatalog(t, s, store.CatalogQuery{}, 2); !slices.Equal(got, want) {
+	if got := storetest.SearchCatalog(t, s, store.CatalogQuery{}, 2); !slices.Equal(got, want) {
 		t.Fatalf("SearchExecutions = %+v, want %+v", got, want)
 	}
-	if got, _ := wantCatalog(logs, store.CatalogQuery{}); !slices.Equal(got, want) {
+	if got, _ := storetest.WantCatalog(logs, store.CatalogQuery{}); !slices.Equal(got, want) {
 		t.Fatalf("the kit's rule gives %+v, the test wants %+v", got, want)
 	}
 }
@@ -349,7 +248,7 @@ func TestCatalogQueriesUseTheirIndexes(t *testing.T) {
 // ErrNoCatalog, not read as an empty catalog.
 func TestReadOnlyCatalog(t *testing.T) {
 	ctx := context.Background()
-	logs := catalogLogs(1)
+	logs := storetest.CatalogLogs(1)
 	path := filepath.Join(t.TempDir(), "loom.db")
 	w := mustOpenEventStore(t, path)
 	storetest.AppendLogs(t, w, logs, 1)
@@ -357,7 +256,7 @@ func TestReadOnlyCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	ro := openRO(t, path)
-	checkCatalogOf(t, ro.EventStore(), logs)
+	storetest.CheckCatalogSearches(t, ro.EventStore(), logs)
 	var bad *store.InvalidCatalogQueryError
 	if _, err := ro.EventStore().SearchExecutions(ctx, store.CatalogQuery{Status: "done"}); !errors.As(err, &bad) {
 		t.Fatalf("a malformed search: %v, want *store.InvalidCatalogQueryError", err)

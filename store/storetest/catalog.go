@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -640,5 +641,97 @@ func (k catalogKit) reopen(t *testing.T) {
 	got, countsAgain := snapshotOf(t, catalogOf(t, again))
 	if !slices.Equal(got, want) || fmt.Sprint(counts) != fmt.Sprint(countsAgain) {
 		t.Fatalf("after a reopen the catalog is\n %+v %v\nwant\n %+v %v", got, countsAgain, want, counts)
+	}
+}
+
+// CatalogLogs is StatusLogs(seed) — logs of every status, an
+// unstamped CONTINUED and an inbox stream among them — with starts spread
+// over nine instants (so the order has ties), plus logs started by
+// principals of every shape store.TenantOf reads.
+func CatalogLogs(seed uint64) map[string][]event.Envelope {
+	logs := StatusLogs(seed)
+	started := func(id, payload string, types ...string) {
+		var evs []event.Envelope
+		for i, typ := range append([]string{event.ExecutionStarted}, types...) {
+			evs = append(evs, event.Envelope{ID: fmt.Sprintf("%s#%d", id, i), WorkflowID: "wf-tenants", ExecutionID: id,
+				Type: typ, Sequence: int64(i), Timestamp: 1_700_000_000_000 + int64(i), Payload: json.RawMessage(`{}`)})
+		}
+		evs[0].Payload = json.RawMessage(payload)
+		logs[id] = evs
+	}
+	started("t-acme", `{"input":{"n":1},"principal":{"tenant":"acme","subject":"u1"}}`, event.ExecutionSuspended)
+	started("t-bolt", `{"principal":{"subject":"u2","tenant":"bolt"}}`, event.ExecutionCompleted)
+	started("t-escaped", `{"\u0070rincipal":{"tena\u006et":"acme"}}`)
+	started("t-case", `{"principal":{"Tenant":"acme"}}`, event.ExecutionFailed)
+	started("t-not-object", `{"principal":"acme"}`)
+	started("t-number", `{"principal":{"tenant":7}}`)
+	started("t-dup-tenant", `{"principal":{"tenant":"acme","tenant":"bolt"}}`)
+	started("t-dup-principal", `{"principal":{"tenant":"acme"},"principal":{"tenant":"bolt"}}`)
+	started("t-late", `{"input":null}`)
+	late := logs["t-late"]
+	late[0].Type = "STEP_DONE" // a first event that is no start names no tenant, whatever follows
+	logs["t-late"] = append(late, event.Envelope{ID: "t-late#1", WorkflowID: "wf-tenants", ExecutionID: "t-late",
+		Type: event.ExecutionStarted, Sequence: 1, Timestamp: late[0].Timestamp + 1, Payload: json.RawMessage(`{"principal":{"tenant":"acme"}}`)})
+	for i, id := range slices.Sorted(maps.Keys(logs)) {
+		for j := range logs[id] {
+			logs[id][j].Timestamp += int64(i%9) * 1000
+		}
+	}
+	return logs
+}
+
+// SearchCatalog pages through every entry q selects in c, pageSize at a
+// time, checking the paging contract on the way (RunExecutionCatalog's
+// rules: the order kept across pages, Next the cursor of each page's last
+// entry and "" only on the last page).
+func SearchCatalog(t *testing.T, c store.ExecutionCatalog, q store.CatalogQuery, pageSize int) []store.CatalogEntry {
+	t.Helper()
+	all := searchAll(t, c, q, pageSize)
+	if all == nil {
+		all = []store.CatalogEntry{}
+	}
+	return all
+}
+
+// WantCatalog is what the kit's rule (CatalogEntriesOf) gives logs for
+// q, and its counts.
+func WantCatalog(logs map[string][]event.Envelope, q store.CatalogQuery) ([]store.CatalogEntry, store.CatalogCounts) {
+	want := []store.CatalogEntry{}
+	counts := store.CatalogCounts{}
+	counted := q // a count ignores the status
+	counted.Status = ""
+	for _, e := range CatalogEntriesOf(logs) {
+		if q.Matches(e) {
+			want = append(want, e)
+		}
+		if counted.Matches(e) {
+			counts[e.Status]++
+		}
+	}
+	return want, counts
+}
+
+// CatalogSearches are the searches CheckCatalogSearches compares.
+var CatalogSearches = []store.CatalogQuery{
+	{}, {Tenant: "acme"}, {Tenant: "bolt"}, {WorkflowID: "wf-tenants"}, {Prefix: "s-"}, {Prefix: "gen-0"}, {Prefix: "s-日"},
+	{Status: store.CatalogPending}, {Status: store.CatalogRunning}, {Status: store.CatalogSuspended},
+	{Status: store.CatalogCompleted}, {Status: store.CatalogFailed}, {Status: store.CatalogCancelled},
+	{Status: store.CatalogContinued}, {Status: store.CatalogRunning, Tenant: "acme", Prefix: "t-"},
+}
+
+// CheckCatalogSearches fails t unless every query of CatalogSearches finds
+// in c what the kit's rule gives logs, and counts it so: stores use it to
+// test a catalog a migration built.
+func CheckCatalogSearches(t *testing.T, c store.ExecutionCatalog, logs map[string][]event.Envelope) {
+	t.Helper()
+	for _, q := range CatalogSearches {
+		want, counts := WantCatalog(logs, q)
+		if got := SearchCatalog(t, c, q, 7); !slices.Equal(got, want) {
+			t.Fatalf("SearchExecutions(%+v):\n got  %+v\n want %+v", q, got, want)
+		}
+		got, err := c.CountExecutions(context.Background(), q)
+		if err != nil || !maps.Equal(got, counts) {
+			t.Fatalf("CountExecutions(%+v) = %v, %v; want %v", q, got, err, counts)
+		}
 	}
 }
