@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/loom-kernel/loom/event"
@@ -17,10 +18,19 @@ import (
 // barriers; counting the calls, not the barriers, is the honest figure.
 // It forwards the optional capabilities the runtime uses on these workloads
 // (Subscriber for the waits, RangeReader for loads); it offers no other.
+//
+// A reading waits until no Append is in flight: a waiter can see a commit
+// (through a subscription) before the Append that made it returns here, so
+// a count read as soon as a workload's last wait returns could miss that
+// Append. At a workload's end nothing else appends, so the wait is short.
 type countingStore struct {
 	store.EventStore
 	appends atomic.Int64 // successful Append calls
 	events  atomic.Int64 // events those calls carried
+
+	mu       sync.Mutex
+	idle     *sync.Cond // signalled when inflight drops
+	inflight int        // Append calls not yet returned
 }
 
 var (
@@ -35,11 +45,20 @@ var errNoCapability = errors.New("bench: the decorated store lacks this capabili
 
 // Append counts the call once the store has acknowledged it.
 func (s *countingStore) Append(ctx context.Context, executionID string, expected int64, events []event.Envelope) error {
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
 	err := s.EventStore.Append(ctx, executionID, expected, events)
 	if err == nil {
 		s.appends.Add(1)
 		s.events.Add(int64(len(events)))
 	}
+	s.mu.Lock()
+	s.inflight--
+	if s.idle != nil {
+		s.idle.Broadcast()
+	}
+	s.mu.Unlock()
 	return err
 }
 
@@ -61,8 +80,16 @@ func (s *countingStore) ReadRange(ctx context.Context, executionID string, from,
 // counts is a reading of the counters.
 type counts struct{ appends, events int64 }
 
-// read takes the counters now.
+// read takes the counters once no Append is in flight.
 func (s *countingStore) read() counts {
+	s.mu.Lock()
+	if s.idle == nil {
+		s.idle = sync.NewCond(&s.mu)
+	}
+	for s.inflight > 0 {
+		s.idle.Wait()
+	}
+	s.mu.Unlock()
 	return counts{appends: s.appends.Load(), events: s.events.Load()}
 }
 
