@@ -80,7 +80,11 @@ other attempt than the parked one is refused with nothing recorded.`,
 					p.Attempt = park.Attempt
 				}
 			}
-			res, err := cl.Resolve(ctx, p)
+			var res wire.ResolveResult
+			err = c.waitFor(p.Wait, func() (err error) {
+				res, err = cl.Resolve(ctx, p)
+				return err
+			}, "resolving %s: waiting for it to settle", id)
 			if err != nil {
 				return r.reach(err)
 			}
