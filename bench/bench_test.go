@@ -218,6 +218,20 @@ func runHarness(t *testing.T, args ...string) map[string]any {
 	return doc
 }
 
+// number is the number at path in doc; anything else fails the test.
+func number(t *testing.T, doc map[string]any, path string) float64 {
+	t.Helper()
+	n, ok := lookup(t, doc, path).(json.Number)
+	if !ok {
+		t.Fatalf("%s = %v, want a number", path, lookup(t, doc, path))
+	}
+	v, err := n.Float64()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
 // lookup follows a dotted path through decoded JSON objects; a missing
 // key fails the test.
 func lookup(t *testing.T, doc map[string]any, path string) any {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"strings"
@@ -71,18 +70,7 @@ func TestFanOutOnPostgres(t *testing.T) {
 // large children measured reps times.
 func checkFanOutReport(t *testing.T, doc map[string]any, small, large, reps int) {
 	t.Helper()
-	num := func(path string) float64 {
-		t.Helper()
-		n, ok := lookup(t, doc, path).(json.Number)
-		if !ok {
-			t.Fatalf("%s = %v, want a number", path, lookup(t, doc, path))
-		}
-		v, err := n.Float64()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		return v
-	}
+	num := func(path string) float64 { t.Helper(); return number(t, doc, path) }
 	g := "workloads.g."
 	for _, path := range []string{"description", "durability", "comparison"} {
 		if s, ok := lookup(t, doc, g+path).(string); !ok || s == "" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"testing"
 )
 
@@ -17,18 +16,7 @@ func TestInspectListReportsEveryField(t *testing.T) {
 	if s := lookup(t, doc, "config.store"); s != "sqlite" {
 		t.Errorf("config.store = %v, want sqlite", s)
 	}
-	num := func(path string) float64 {
-		t.Helper()
-		n, ok := lookup(t, doc, path).(json.Number)
-		if !ok {
-			t.Fatalf("%s = %v, want a number", path, lookup(t, doc, path))
-		}
-		v, err := n.Float64()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		return v
-	}
+	num := func(path string) float64 { t.Helper(); return number(t, doc, path) }
 	for size, n := range map[string]float64{"small": 12, "large": 80} { //loom:order-independent each size on its own
 		if got := num("workloads.h." + size + ".executions"); got != n {
 			t.Errorf("workloads.h.%s.executions = %v, want %v", size, got, n)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"runtime"
@@ -73,18 +72,7 @@ func TestScaleOnPostgres(t *testing.T) {
 // and large executions.
 func checkScaleReport(t *testing.T, doc map[string]any, small, large int, onSQLite bool) {
 	t.Helper()
-	num := func(path string) float64 {
-		t.Helper()
-		n, ok := lookup(t, doc, path).(json.Number)
-		if !ok {
-			t.Fatalf("%s = %v, want a number", path, lookup(t, doc, path))
-		}
-		v, err := n.Float64()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		return v
-	}
+	num := func(path string) float64 { t.Helper(); return number(t, doc, path) }
 	f := "workloads.f."
 	for _, path := range []string{"ratio", "target", "resumeP50Ratio", "resumeP99Ratio", "rssRatio", "heapInuseRatio",
 		"recoveryRatio", "buildWorkers", "stickyParks", "resumes", "resumeWarmups", "seed"} {

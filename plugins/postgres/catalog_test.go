@@ -16,19 +16,6 @@ import (
 	"github.com/loom-kernel/loom/store/storetest"
 )
 
-// beforeCatalog is the schema of the release before the execution
-// catalog: every migration up to, not including, "execution catalog".
-func beforeCatalog(t *testing.T) []migration {
-	t.Helper()
-	for i, m := range schemaMigrations {
-		if m.name == "execution catalog" {
-			return schemaMigrations[:i]
-		}
-	}
-	t.Fatal("no execution catalog migration")
-	return nil
-}
-
 // catalogMigratedFrom writes logs into a new schema at the release before
 // the catalog the way that release did — the append statement with its
 // status index part and without the catalog's — then opens it with the
@@ -37,7 +24,7 @@ func catalogMigratedFrom(t *testing.T, logs map[string][]event.Envelope) *EventS
 	t.Helper()
 	ctx := context.Background()
 	schema := newSchema(t)
-	old := openDB(t, schema, func(o *Options) { o.migrations = beforeCatalog(t) })
+	old := openDB(t, schema, func(o *Options) { o.migrations = schemaBefore(t, "execution catalog") })
 	for _, id := range slices.Sorted(maps.Keys(logs)) {
 		b, _, err := newAppendBatch(id, 0, unfenced, logs[id])
 		if err != nil {

@@ -15,16 +15,16 @@ import (
 	"github.com/loom-kernel/loom/store/storetest"
 )
 
-// beforeStatusIndex is the schema of the release before the status index:
-// every migration up to, not including, "status index".
-func beforeStatusIndex(t *testing.T) []migration {
+// schemaBefore is the schema of the release before the migration named
+// name: every migration up to, not including, it.
+func schemaBefore(t *testing.T, name string) []migration {
 	t.Helper()
 	for i, m := range schemaMigrations {
-		if m.name == "status index" {
+		if m.name == name {
 			return schemaMigrations[:i]
 		}
 	}
-	t.Fatal("no status index migration")
+	t.Fatalf("no %q migration", name)
 	return nil
 }
 
@@ -34,7 +34,7 @@ func beforeStatusIndex(t *testing.T) []migration {
 func migratedFrom(t *testing.T, logs map[string][]event.Envelope) *EventStore {
 	t.Helper()
 	schema := newSchema(t)
-	old := openDB(t, schema, func(o *Options) { o.migrations = beforeStatusIndex(t) })
+	old := openDB(t, schema, func(o *Options) { o.migrations = schemaBefore(t, "status index") })
 	writeAsBefore(t, old, logs)
 	if err := old.Close(); err != nil {
 		t.Fatal(err)

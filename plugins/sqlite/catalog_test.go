@@ -16,19 +16,6 @@ import (
 	"github.com/loom-kernel/loom/store/storetest"
 )
 
-// beforeCatalog is the schema of the release before the execution
-// catalog: every migration up to, not including, "execution catalog".
-func beforeCatalog(t *testing.T) []migration {
-	t.Helper()
-	for i, m := range schemaMigrations {
-		if m.name == "execution catalog" {
-			return schemaMigrations[:i]
-		}
-	}
-	t.Fatal("no execution catalog migration")
-	return nil
-}
-
 // writeBeforeCatalog creates the file at path with the schema of the
 // release before the catalog and writes logs the way that release did: the
 // events rows, the executions row and the status index entry of each log,
@@ -45,7 +32,7 @@ func writeBeforeCatalog(t *testing.T, path string, logs map[string][]event.Envel
 	if err != nil {
 		t.Fatal(errors.Join(err, pool.Close()))
 	}
-	err = migrate(ctx, conn, beforeCatalog(t))
+	err = migrate(ctx, conn, schemaBefore(t, "execution catalog"))
 	if err == nil {
 		err = conn.Raw(func(dc any) error {
 			c, err := newRawConn(dc)
@@ -285,7 +272,7 @@ func TestReadOnlyCatalog(t *testing.T) {
 	if _, err := ro.EventStore().CountExecutions(ctx, store.CatalogQuery{}); !errors.Is(err, ErrNoCatalog) {
 		t.Fatalf("CountExecutions of a file without a catalog: %v, want ErrNoCatalog", err)
 	}
-	if s := ro.Schema(); s.Found != len(beforeCatalog(t)) {
+	if s := ro.Schema(); s.Found != len(schemaBefore(t, "execution catalog")) {
 		t.Fatalf("the read-only opening migrated the file: %+v", s)
 	}
 }

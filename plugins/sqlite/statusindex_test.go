@@ -14,16 +14,16 @@ import (
 	"github.com/loom-kernel/loom/store/storetest"
 )
 
-// beforeStatusIndex is the schema of the release before the status index:
-// every migration up to, not including, "status index".
-func beforeStatusIndex(t *testing.T) []migration {
+// schemaBefore is the schema of the release before the migration named
+// name: every migration up to, not including, it.
+func schemaBefore(t *testing.T, name string) []migration {
 	t.Helper()
 	for i, m := range schemaMigrations {
-		if m.name == "status index" {
+		if m.name == name {
 			return schemaMigrations[:i]
 		}
 	}
-	t.Fatal("no status index migration")
+	t.Fatalf("no %q migration", name)
 	return nil
 }
 
@@ -43,7 +43,7 @@ func writeAsBefore(t *testing.T, path string, logs map[string][]event.Envelope) 
 	if err != nil {
 		t.Fatal(errors.Join(err, pool.Close()))
 	}
-	err = migrate(ctx, conn, beforeStatusIndex(t))
+	err = migrate(ctx, conn, schemaBefore(t, "status index"))
 	if err == nil {
 		err = conn.Raw(func(dc any) error {
 			c, err := newRawConn(dc)
