@@ -68,8 +68,13 @@ type ReplayReport struct {
 	Got      string `json:"got,omitempty"`
 	// Path is the candidate's code path at the point it parted: the call
 	// site in the flow's code, innermost first.
-	Path   string `json:"path,omitempty"`
-	Detail string `json:"detail"`
+	Path string `json:"path,omitempty"`
+	// RecordedPin and RegisteredPin are, on a code-pin-mismatch, the
+	// execution's recorded code pin ("" when it started unpinned) and the
+	// candidate flow's CodeFingerprint.
+	RecordedPin   string `json:"recordedPin,omitempty"`
+	RegisteredPin string `json:"registeredPin,omitempty"`
+	Detail        string `json:"detail"`
 }
 
 // Compatible reports whether the new code may take the execution over.
@@ -135,8 +140,45 @@ func (rt *Runtime) CheckReplay(ctx context.Context, log []event.Envelope) Replay
 			otherwise = "otherwise it replays compatibly, so declaring the pin compatible is safe"
 		}
 		judged.Verdict, judged.Detail = ReplayPinMismatch, err.Error()+"; "+otherwise
+		judged.RecordedPin, judged.RegisteredPin = st.Variables.CodeHash, flow.CodeFingerprint
 	}
 	return judged
+}
+
+// CheckExecution is CheckReplay over an execution of rt's own store: its
+// whole log, with the events Compact moved into Config.Archive in their
+// place, against the flows registered on rt. It is what an operator's
+// console asks the running app ("does this log replay under the code
+// deployed now?"), and like CheckReplay it writes nothing. With an
+// Authorizer it is a "query", scoped to the caller's tenant like every
+// read. An execution the store does not hold is ErrExecutionNotFound; a
+// compacted one without Config.Archive is a *NotConfiguredError.
+func (rt *Runtime) CheckExecution(ctx context.Context, id string) (ReplayReport, error) {
+	if err := event.ValidateID("execution id", id); err != nil {
+		return ReplayReport{}, err
+	}
+	if err := rt.authorize(ctx, "query", id, "", true); err != nil {
+		return ReplayReport{}, err
+	}
+	log, err := store.Read(ctx, rt.cfg.Events, id)
+	if err != nil {
+		return ReplayReport{}, err
+	}
+	if len(log) == 0 {
+		return ReplayReport{}, fmt.Errorf("%w: %q", ErrExecutionNotFound, id)
+	}
+	if len(log) > 1 && log[1].Sequence != 1 { // compacted: #0, then the kept tail
+		if rt.cfg.Archive == nil {
+			return ReplayReport{}, &NotConfiguredError{Field: "Archive",
+				Need: "checking the compacted log of " + strconv.Quote(id) + " (the events #1.." + strconv.FormatInt(log[1].Sequence-1, 10) + " are archived)"}
+		}
+		moved, err := rt.cfg.Archive.ReadArchived(ctx, id, 1, log[1].Sequence)
+		if err != nil {
+			return ReplayReport{}, err
+		}
+		log = append(append([]event.Envelope{log[0]}, moved...), log[1:]...)
+	}
+	return rt.CheckReplay(ctx, log), nil
 }
 
 // frontierKind is what stopped a verifying drive.

@@ -315,8 +315,9 @@ func csrfRefusal(r *http.Request, c caller) string {
 func (in *Inspector) sessionInfo(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Actions bool   `json:"actions"`
+		Check   bool   `json:"check"`
 		CSRF    string `json:"csrf,omitempty"`
-	}{Actions: in.opts.Actions != nil}
+	}{Actions: in.opts.Actions != nil, Check: in.opts.Check != nil}
 	if s := callerOf(r).session; s != nil {
 		out.CSRF = s.csrf
 	}

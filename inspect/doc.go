@@ -20,6 +20,7 @@
 //	GET /api/refs?prefix=                           branch refs (BranchRegistry.ListRefs)
 //	GET /api/live?id=&from=                         server-sent events: the log from a sequence on, as it grows
 //	GET /api/watch?id=                              server-sent events: the folded state, then one per new event
+//	GET /api/check?id=                              the app's verdict on the log under its code now (Options.Check; else 501)
 //
 // Over a store that keeps a store.ExecutionCatalog the list is newest start
 // first, and the id prefix (q), status, flow and tenant select in the
@@ -52,6 +53,16 @@
 // its log's download (/api/log). Every time it shows was recorded in the
 // log, or computed from recorded values: never read from the page's clock.
 //
+// Divergence is marked twice over. From the log alone: a park on
+// __loom_diverged__ (the runtime stopped a replay that parted from the
+// log) is flagged in its row and in a banner with the recorded reason.
+// Against the code: with Options.Check (loom inspect --app, or
+// RuntimeChecker in the app) the page asks /api/check on opening an
+// execution and on demand, and shows the app's verdict — compatible, or
+// where its code would part from the log (the row at that sequence is
+// marked, with what the log has there and what the code does), a code-pin
+// mismatch with both pins, a flow the app no longer registers.
+//
 // It writes nothing: every method but GET and HEAD is refused, and a request
 // whose Host is not a loopback name is refused unless Options.AnyHost is
 // set, so a page on another origin cannot read it through DNS rebinding.
@@ -65,7 +76,7 @@
 // resolves a step in doubt. The app records or refuses each, exactly as
 // for any wire caller; the inspector itself still writes nothing.
 //
-//	GET  /api/session           {actions, csrf?}: whether the page may act, and the csrf of a cookie session
+//	GET  /api/session           {actions, check, csrf?}: whether the page may act and check, and the csrf of a cookie session
 //	GET  /api/gate?id=          the app's execution.gate: the park, its JSON Schema, its timeout
 //	POST /api/act/resume        {id, eventType, payload?}          execution.resume
 //	POST /api/act/cancel        {id, reason?}                      execution.cancel

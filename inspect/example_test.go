@@ -2,6 +2,7 @@ package inspect_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -98,4 +99,35 @@ func ExampleNew_actions() {
 	// Output:
 	// 200 {"executionId":"w-1"}
 	// cancelled
+}
+
+// An inspector mounted in the app's own process checks each log against
+// the code the app runs: RuntimeChecker asks the runtime, and the page
+// marks where a replay would part from the log.
+func ExampleRuntimeChecker() {
+	flow := loom.NewFlow("wait", func(ctx *loom.Context, _ struct{}) (string, error) {
+		return loom.Suspend[string](ctx, "go")
+	})
+	events := memstore.NewEventStore()
+	rt, _ := loom.New(loom.Config{Events: events, Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	ctx := context.Background()
+	id, _ := rt.Start(ctx, "wait", nil, loom.WithExecutionID("w-1"))
+	_, _ = rt.WaitForSuspend(ctx, id)
+
+	in, _ := inspect.New(inspect.Source{Events: events}, inspect.Options{Check: inspect.RuntimeChecker(rt)})
+	defer in.Close()
+	srv := httptest.NewServer(in)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/check?id=w-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	var got wire.CheckReplayResult
+	_ = json.NewDecoder(resp.Body).Decode(&got)
+	fmt.Println(got.Report.Verdict, got.Report.Status)
+	// Output:
+	// compatible suspended
 }

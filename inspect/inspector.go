@@ -46,6 +46,13 @@ type Options struct {
 	// MinListPoll is raised to it.
 	ListPoll time.Duration
 
+	// Check, when set, judges an execution's log against the running
+	// app's code (GET /api/check): the page marks where a replay would
+	// diverge and a code-pin mismatch. A *wire.Client of the app, or
+	// RuntimeChecker(rt) in the app's process. Reads only; it needs no
+	// login of its own.
+	Check Checker
+
 	// Actions, when set, lets the page act on the running app it reaches
 	// through the wire ABI: answer a gate, cancel, fork, resume as,
 	// resolve an in-doubt step (the POST /api/act/ endpoints, doc.go). It
@@ -116,6 +123,7 @@ func New(src Source, opts Options) (*Inspector, error) {
 	in.mux.HandleFunc("GET /api/refs", in.refs)
 	in.mux.HandleFunc("GET /api/live", in.live)
 	in.mux.HandleFunc("GET /api/watch", in.watch)
+	in.mux.HandleFunc("GET /api/check", in.check)
 	in.actionRoutes()
 	return in, nil
 }

@@ -122,6 +122,13 @@ func (c *Client) List(ctx context.Context, p ListParams) (ListResult, error) {
 	return r, c.Call(ctx, MethodList, p, &r)
 }
 
+// CheckReplay calls execution.checkReplay (1.6.0): does the execution's
+// stored log replay under the code the app runs now?
+func (c *Client) CheckReplay(ctx context.Context, p CheckReplayParams) (CheckReplayResult, error) {
+	var r CheckReplayResult
+	return r, c.Call(ctx, MethodCheck, p, &r)
+}
+
 // Fork calls execution.fork.
 func (c *Client) Fork(ctx context.Context, p ForkParams) (ForkResult, error) {
 	var r ForkResult

@@ -42,7 +42,7 @@
 // stored payload that is not UTF-8) is replaced by CodeInternal, and an
 // event stream ends with an internal-error event instead.
 //
-// # Methods (wire ABI 1.5.0)
+// # Methods (wire ABI 1.6.0)
 //
 //	method               params                                          result
 //	loom.handshake       —                                               {wireAbiVersion, kernelAbiVersion, syscalls, eventSchemaVersion, methods, maxRequestBytes, maxEventsPage, flows}
@@ -62,6 +62,7 @@
 //	execution.resumeAs   {executionId, flowId?, input?, eventType?, payload?, credentials?, wait?}  {executionId, state?}
 //	runtime.recover      —                                               {recovered}
 //	execution.list       {after?, limit?, flowId?, status?}              {executions: [summary…], next?}
+//	execution.checkReplay {executionId}                                  {executionId, report}
 //
 // state is always fold.Encode's canonical JSON ({status, frames, variables,
 // sequence, startedAt, updatedAt}), byte-identical on every conforming
@@ -113,6 +114,17 @@
 // ended, and paging until next is absent visits every execution once. A
 // negative limit, an unknown status, a malformed flowId or after is -32602
 // with data.field and data.reason, and nothing is read.
+//
+// execution.checkReplay (1.6.0) judges the execution's whole stored log —
+// compacted events read back from the app's archive — against the flows
+// the app registered (loom.Runtime.CheckExecution): report is a
+// loom.ReplayReport {executionId, flowId, status, length, verdict,
+// sequence?, expected?, got?, path?, recordedPin?, registeredPin?,
+// detail}, verdict one of compatible, diverged, parks-differently,
+// code-pin-mismatch, unknown-flow or unreadable. Nothing runs and nothing
+// is appended. It is a "query" to the Authorizer and is scoped to the
+// caller's tenant; an unknown execution is -32030, a compacted one on an
+// app without an archive -32071.
 //
 // # The event stream
 //
@@ -230,6 +242,8 @@
 //
 // 1.5.0 added execution.list, and data.field and data.reason on -32602 for
 // an invalid list query; nothing was renamed or removed.
+//
+// 1.6.0 added execution.checkReplay; nothing was renamed or removed.
 //
 // # Security defaults
 //

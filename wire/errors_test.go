@@ -92,10 +92,11 @@ func TestErrorMessagesStayQuiet(t *testing.T) {
 // TestVersionPinsProtocol fails when the methods or the error codes change
 // without a new Version (and this pin) — the wire ABI's K1-style pin.
 func TestVersionPinsProtocol(t *testing.T) {
-	const pinned = "1.5.0"
+	const pinned = "1.6.0"
 	methods := []string{"loom.handshake", "execution.start", "execution.resume", "execution.cancel",
 		"execution.fork", "execution.state", "execution.events", "execution.subscribe", "execution.resolve", "execution.gate",
-		"execution.watch", "readmodel.query", "readmodel.watch", "execution.send", "execution.resumeAs", "runtime.recover", "execution.list"}
+		"execution.watch", "readmodel.query", "readmodel.watch", "execution.send", "execution.resumeAs", "runtime.recover", "execution.list",
+		"execution.checkReplay"}
 	codes := []int{CodeParseError, CodeInvalidRequest, CodeMethodNotFound, CodeInvalidParams, CodeInternal,
 		CodeUnauthenticated, CodeDenied, CodeRequestTooLarge, CodeResumeRefused, CodeKernelEventType,
 		CodeNotSuspended, CodeGateMismatch, CodeNotRecoverable, CodeNullAfterFailure, CodeTimerNotAllowed,

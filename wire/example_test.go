@@ -101,7 +101,7 @@ func ExampleClient() {
 	_, err := c.State(ctx, wire.StateParams{ExecutionID: "nope"})
 	fmt.Println(errors.Is(err, loom.ErrExecutionNotFound))
 	// Output:
-	// wire ABI 1.5.0
+	// wire ABI 1.6.0
 	// 0 EXECUTION_STARTED
 	// 1 EXECUTION_SUSPENDED
 	// 2 EXECUTION_RESUMED

@@ -24,7 +24,7 @@ func TestHandshakeRaw(t *testing.T) {
 		t.Fatalf("envelope of the response: %v", resp)
 	}
 	r := result(t, resp)
-	if r["wireAbiVersion"] != "1.5.0" || r["kernelAbiVersion"] != loom.KernelABIVersion || r["eventSchemaVersion"] != event.SchemaVersion {
+	if r["wireAbiVersion"] != "1.6.0" || r["kernelAbiVersion"] != loom.KernelABIVersion || r["eventSchemaVersion"] != event.SchemaVersion {
 		t.Fatalf("versions: %v", r)
 	}
 	var syscalls []string
@@ -40,7 +40,8 @@ func TestHandshakeRaw(t *testing.T) {
 	}
 	want := []string{"loom.handshake", "execution.start", "execution.resume", "execution.cancel", "execution.fork",
 		"execution.state", "execution.events", "execution.subscribe", "execution.resolve", "execution.gate", "execution.watch",
-		"readmodel.query", "readmodel.watch", "execution.send", "execution.resumeAs", "runtime.recover", "execution.list"}
+		"readmodel.query", "readmodel.watch", "execution.send", "execution.resumeAs", "runtime.recover", "execution.list",
+		"execution.checkReplay"}
 	if !slices.Equal(methods, want) {
 		t.Fatalf("methods %v, want %v", methods, want)
 	}

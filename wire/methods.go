@@ -103,6 +103,19 @@ func (h *handler) dispatch(ctx context.Context, method string, params json.RawMe
 			return nil, err
 		}
 		return h.list(ctx, p)
+	case MethodCheck:
+		var p CheckReplayParams
+		if err := decodeParams(params, &p, true); err != nil {
+			return nil, err
+		}
+		if err := requireID("executionId", p.ExecutionID); err != nil {
+			return nil, err
+		}
+		rep, err := h.rt.CheckExecution(ctx, p.ExecutionID)
+		if err != nil {
+			return nil, err
+		}
+		return CheckReplayResult{ExecutionID: p.ExecutionID, Report: rep}, nil
 	case MethodReadModelQuery:
 		var p ReadModelQueryParams
 		if err := decodeParams(params, &p, true); err != nil {

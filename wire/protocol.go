@@ -26,18 +26,20 @@ import (
 // execution.resumeAs (re-open an execution, onto another flow or input),
 // runtime.recover (one recovery pass) and the code CodeSendRefused. 1.5.0
 // added execution.list, one page of the app's executions with their folded
-// status, scoped to the caller's tenant and authorization.
-const Version = "1.5.0"
+// status, scoped to the caller's tenant and authorization. 1.6.0 added
+// execution.checkReplay, an execution's stored log judged against the
+// app's registered code (loom.Runtime.CheckExecution).
+const Version = "1.6.0"
 
 // Path is where Handler answers when an app mounts it at the root: every
 // JSON-RPC request, including the subscribe stream, is a POST to Path.
 const Path = "/rpc"
 
-// The methods of wire ABI 1.5.0: one per syscall-ABI entry point a client
+// The methods of wire ABI 1.6.0: one per syscall-ABI entry point a client
 // outside the process may call, the handshake, and the read-model queries.
 // Resolve and Gate came with 1.1.0, Watch with 1.2.0, ReadModelQuery and
 // ReadModelWatch with 1.3.0, Send, ResumeAs and Recover with 1.4.0, List
-// with 1.5.0.
+// with 1.5.0, CheckReplay with 1.6.0.
 const (
 	MethodHandshake = "loom.handshake"
 	MethodStart     = "execution.start"
@@ -54,6 +56,7 @@ const (
 	MethodResumeAs  = "execution.resumeAs"
 	MethodRecover   = "runtime.recover"
 	MethodList      = "execution.list"
+	MethodCheck     = "execution.checkReplay"
 
 	MethodReadModelQuery = "readmodel.query"
 	MethodReadModelWatch = "readmodel.watch"
@@ -64,7 +67,7 @@ const (
 func Methods() []string {
 	return []string{MethodHandshake, MethodStart, MethodResume, MethodCancel, MethodFork,
 		MethodState, MethodEvents, MethodSubscribe, MethodResolve, MethodGate, MethodWatch,
-		MethodReadModelQuery, MethodReadModelWatch, MethodSend, MethodResumeAs, MethodRecover, MethodList}
+		MethodReadModelQuery, MethodReadModelWatch, MethodSend, MethodResumeAs, MethodRecover, MethodList, MethodCheck}
 }
 
 // Handshake is the result of loom.handshake: what a client feature-detects
@@ -230,6 +233,20 @@ type ListParams struct {
 type ListResult struct {
 	Executions []loom.ExecutionSummary `json:"executions"`
 	Next       string                  `json:"next,omitempty"`
+}
+
+// CheckReplayParams are the params of execution.checkReplay (1.6.0).
+type CheckReplayParams struct {
+	ExecutionID string `json:"executionId"`
+}
+
+// CheckReplayResult is the result of execution.checkReplay: the verdict on
+// the execution's whole stored log (its archived events in their place)
+// under the flows the app has registered now (loom.Runtime.CheckExecution).
+// Nothing is appended or run.
+type CheckReplayResult struct {
+	ExecutionID string            `json:"executionId"`
+	Report      loom.ReplayReport `json:"report"`
 }
 
 // ForkParams are the params of execution.fork.

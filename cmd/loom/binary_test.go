@@ -97,6 +97,18 @@ type background struct {
 // startLoom starts the binary and delivers its stdout line by line.
 func startLoom(t *testing.T, bin string, args ...string) *background {
 	t.Helper()
+	return startBackground(t, bin, false, args...)
+}
+
+// startLoomMerged is startLoom with stderr sent into stdout, as on a
+// terminal that shows both: its lines hold what both wrote.
+func startLoomMerged(t *testing.T, bin string, args ...string) *background {
+	t.Helper()
+	return startBackground(t, bin, true, args...)
+}
+
+func startBackground(t *testing.T, bin string, merged bool, args ...string) *background {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = binaryEnv()
 	stdout, err := cmd.StdoutPipe()
@@ -105,6 +117,9 @@ func startLoom(t *testing.T, bin string, args ...string) *background {
 	}
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
+	if merged {
+		cmd.Stderr = cmd.Stdout
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,43 @@ func TestLogsFollow(t *testing.T) {
 	out, errOut, code := loomRun(t, bin, "logs", "order-1", "--follow", "--store", path)
 	if code != exitOK || !strings.Contains(out, "EXECUTION_COMPLETED") || !strings.Contains(errOut, "The execution completed at #") {
 		t.Fatalf("logs --follow of an ended execution: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestLogsFollowProgress: on a terminal (here --progress always, stderr
+// and stdout in one stream), an idle follower says on stderr what it
+// waits for, and clears that line before each event it prints; stdout
+// alone never holds it.
+func TestLogsFollowProgress(t *testing.T) {
+	bin, fx := setup(t)
+	path := copyStore(t, fx.path)
+	parked := readLog(t, path, "order-2")
+	bg := startLoomMerged(t, bin, "logs", "order-2", "--follow", "--store", path, "--progress", "always")
+	bg.waitLine(t, "EXECUTION_SUSPENDED  parked on approve", 30*time.Second)
+
+	a, err := openApp(path, newStepClock("2026-01-06T09:00:00Z"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := a.answer(ctx, "order-2", "dave", true)
+	if cerr := a.close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	// The first line after the park starts with the waiting line, cleared.
+	line := bg.waitLine(t, "#"+strconv.Itoa(len(parked)), 30*time.Second)
+	waited := fmt.Sprintf("following order-2: waiting for #%d (parked on approve)", len(parked))
+	if !strings.HasPrefix(line, "\r\033[K"+waited) || !strings.Contains(line, "\r\033[K#"+strconv.Itoa(len(parked))+" ") {
+		t.Fatalf("the line after the park is %q, want the cleared %q, then the event", line, waited)
+	}
+	bg.waitLine(t, "The execution completed at #"+strconv.FormatInt(st.Sequence, 10), 30*time.Second)
+	select {
+	case err := <-bg.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("logs --follow did not exit when the execution ended")
 	}
 }

@@ -291,7 +291,7 @@ func TestInspectorActionsFlags(t *testing.T) {
 	var s map[string]any
 	err = json.NewDecoder(resp.Body).Decode(&s)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || s["actions"] != false || len(s) != 1 {
+	if err != nil || resp.StatusCode != http.StatusOK || s["actions"] != false || s["check"] != false || len(s) != 2 {
 		t.Fatalf("a read-only inspector's session: %d %v %v", resp.StatusCode, s, err)
 	}
 	if err := srv.interrupt(t); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,9 +37,11 @@ on loopback (--addr, default a free port on 127.0.0.1) unless --public, and
 never writes. Ctrl-C stops it (exit 0).
 
 With --app (the wire ABI of the app that writes the store, with its bearer
-token in --app-token or $LOOM_TOKEN) the page can act on the app: answer a
-gate through a form made from its JSON Schema, cancel, fork at the slider's
-sequence, resume as a fixed flow, resolve a step in doubt. The app records
+token in --app-token or $LOOM_TOKEN) the page checks each log against the
+code the app runs (where a replay would diverge, a code-pin mismatch) and
+can act on the app: answer a gate through a form made from its JSON Schema,
+cancel, fork at the slider's sequence, resume as a fixed flow, resolve a
+step in doubt. The app records
 or refuses each. The page then needs a login: the address printed carries a
 token (random per run, or --inspect-token, or $LOOM_INSPECT_TOKEN) that
 logs the browser in; scripts send it as Authorization: Bearer.`,
@@ -71,11 +74,17 @@ func (c *cli) inspect(s *openedStore, f inspectFlags) error {
 	opts := inspect.Options{AnyHost: f.public}
 	var app *wire.Client
 	if f.app != "" {
-		var err error
-		if app, err = c.inspectApp(f); err != nil {
+		var (
+			err error
+			hs  wire.Handshake
+		)
+		if app, hs, err = c.inspectApp(f); err != nil {
 			return err
 		}
 		opts.Actions = app
+		if slices.Contains(hs.Methods, wire.MethodCheck) { // wire ABI 1.6.0 on
+			opts.Check = app
+		}
 		if opts.Token = f.loginFlag; opts.Token == "" {
 			opts.Token = os.Getenv("LOOM_INSPECT_TOKEN")
 		}
@@ -107,31 +116,31 @@ func (c *cli) inspect(s *openedStore, f inspectFlags) error {
 }
 
 // inspectApp is the client of --app, with --app-token (or $LOOM_TOKEN),
-// once a handshake showed it answers and admits the token.
-func (c *cli) inspectApp(f inspectFlags) (*wire.Client, error) {
+// once a handshake (returned) showed it answers and admits the token.
+func (c *cli) inspectApp(f inspectFlags) (*wire.Client, wire.Handshake, error) {
 	token := f.appToken
 	if token == "" {
 		token = os.Getenv("LOOM_TOKEN")
 	}
 	cl, err := wire.NewClient(f.app, wire.WithToken(token))
 	if err != nil {
-		return nil, usagef("--app: %v", err)
+		return nil, wire.Handshake{}, usagef("--app: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, appCheckTimeout)
 	defer cancel()
-	_, err = cl.Handshake(ctx)
+	hs, err := cl.Handshake(ctx)
 	var we *wire.Error
 	switch {
 	case err == nil:
-		return cl, nil
+		return cl, hs, nil
 	case errors.As(err, &we) && we.Code == wire.CodeUnauthenticated:
-		return nil, usagef("the app at %s refused --app-token (or $LOOM_TOKEN): pass the bearer token its wire ABI is served with", cl.Endpoint())
+		return nil, wire.Handshake{}, usagef("the app at %s refused --app-token (or $LOOM_TOKEN): pass the bearer token its wire ABI is served with", cl.Endpoint())
 	case errors.As(err, &we):
-		return nil, err
+		return nil, wire.Handshake{}, err
 	case errors.Is(err, context.DeadlineExceeded):
-		return nil, fmt.Errorf("the app at %s did not answer within %s: is it the app's wire ABI?", cl.Endpoint(), appCheckTimeout)
+		return nil, wire.Handshake{}, fmt.Errorf("the app at %s did not answer within %s: is it the app's wire ABI?", cl.Endpoint(), appCheckTimeout)
 	}
-	return nil, fmt.Errorf("no Loom wire ABI answered at %s (%v): start the app's server, or pass its address as --app", cl.Endpoint(), err)
+	return nil, wire.Handshake{}, fmt.Errorf("no Loom wire ABI answered at %s (%v): start the app's server, or pass its address as --app", cl.Endpoint(), err)
 }
 
 // randomLogin is the login token of a run without --inspect-token: 32

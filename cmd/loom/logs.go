@@ -107,19 +107,38 @@ func (c *cli) logs(s *openedStore, id string, from int64, follow, internal bool)
 		return err
 	}
 	defer sub.Close()
+	// While the log is idle, stderr (a terminal, or --progress always)
+	// says what the follower waits for; the line is cleared before each
+	// event prints, so it never mixes with the log on stdout.
+	prog := c.newProgress()
+	idle := prog.waiting("following %s: waiting for #%d (%s)", id, next, p.standing())
+	defer func() { idle() }()
 	for e := range sub.Events() {
 		if e.Sequence < from {
 			p.folder.Apply(e)
 			continue
 		}
+		idle()
 		if err := p.print(e); err != nil {
 			return err
 		}
 		if p.ended() {
+			idle = func() {}
 			return nil
 		}
+		idle = prog.waiting("following %s: waiting for #%d (%s)", id, e.Sequence+1, p.standing())
 	}
 	return sub.Err() // nil when interrupted: a normal end of --follow
+}
+
+// standing says where the execution the events so far fold to stands:
+// running, or parked and on what.
+func (p *logPrinter) standing() string {
+	st := p.folder.State()
+	if st.Status == fold.StatusSuspended && st.Variables.SuspendedOn != nil {
+		return "parked on " + st.Variables.SuspendedOn.On
+	}
+	return string(st.Status)
 }
 
 // print folds e and prints it.

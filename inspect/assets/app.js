@@ -306,7 +306,8 @@ function replaceIfChanged(box, nodes) {
 
 // ---- the timeline and the slider -----------------------------------------
 
-function kindOf(type) {
+function kindOf(type, payload) {
+  if (type === 'EXECUTION_SUSPENDED' && payload && payload.on === '__loom_diverged__') return 'diverged';
   if (type === 'EXECUTION_SUSPENDED') return 'suspend';
   if (type === 'EXECUTION_RESUMED' || type === 'TIMER_FIRED') return 'resume';
   if (type === 'APPROVAL_GRANTED') return 'approval';
@@ -335,6 +336,7 @@ function describe(e) {
     case 'DECISION_RECORDED': return [decisionNode(p.decisionId, p.choice, 80)];
     case 'EXECUTION_SUSPENDED':
       if (p.on === '__loom_child__' && p.correlationKey) return ['parked on ' + p.on + ': awaiting child ', execLink(p.correlationKey)];
+      if (p.on === '__loom_diverged__') return ['replay diverged from the log, parked on ' + p.on + (p.reason ? ': ' + p.reason : '')];
       return ['parked on ' + p.on];
     case 'EXECUTION_RESUMED':
       if (p.eventType === '__loom_child__' && p.payload && p.payload.childId) {
@@ -400,7 +402,7 @@ function trackStep(e) {
 
 function timelineRow(e, fresh) {
   const label = 'event #' + e.sequence;
-  const li = el('li', { class: 'k-' + kindOf(e.eventType) + (fresh ? ' fresh' : ''), 'data-seq': e.sequence, 'data-type': e.eventType },
+  const li = el('li', { class: 'k-' + kindOf(e.eventType, e.payload) + (fresh ? ' fresh' : ''), 'data-seq': e.sequence, 'data-type': e.eventType },
     el('button', { type: 'button', class: 'seq', text: '#' + e.sequence, 'aria-label': 'show the state after ' + label + ', ' + e.eventType }),
     el('span', { class: 'type', text: e.eventType }),
     el('span', { class: 'detail', title: time(e.timestamp) }, ...describe(e)),
