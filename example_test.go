@@ -151,3 +151,30 @@ func ExampleWithCompatibleFingerprints() {
 	// <nil>
 	// completed true
 }
+
+// Ask is a human step: the execution parks until a person answers, and the
+// answer is recorded as the step's output.
+func ExampleAsk() {
+	type approval struct {
+		By string `json:"by"`
+	}
+	flow := loom.NewFlow("refund", func(ctx *loom.Context, cents int) (string, error) {
+		a, err := loom.Ask[approval](ctx, "approve-refund")
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("refunded %d, approved by %s", cents, a.By), nil
+	})
+	rt, _ := loom.New(loom.Config{Storage: memstore.NewSet(), Flows: []*loom.Flow{flow}})
+	defer rt.Close()
+	ctx := context.Background()
+	id, _ := rt.Start(ctx, "refund", 500)
+	st, _ := rt.WaitForSuspend(ctx, id)
+	fmt.Println(st.Variables.SuspendedOn.On, st.Variables.SuspendedOn.StepID, st.Frames["approve-refund"].Kind)
+	_ = rt.Resume(ctx, id, loom.ResumeEvent{EventType: "approve-refund", Payload: json.RawMessage(`{"by":"ann"}`)})
+	res, _ := rt.WaitForCompletion(ctx, id)
+	fmt.Println(string(res.Output))
+	// Output:
+	// approve-refund approve-refund human
+	// "refunded 500, approved by ann"
+}
