@@ -212,3 +212,39 @@ func TestRingG2PermissiveStackAddsOnlyResourceMetered(t *testing.T) {
 		}
 	}
 }
+
+// G2 ring by ring: each ring wired alone and permissive leaves the log as
+// the unwired kernel writes it — payloads, types and timestamps — but for
+// Metering's one RESOURCE_METERED per live effect.
+func TestRingG2EachPermissiveRingAloneLeavesTheLogAsUnwired(t *testing.T) {
+	unwired := runRingFlow(t, nil)
+	stack := permissiveStack(&ringClock{})
+	names := []string{"retry", "metering", "safety", "redaction", "claim-check"}
+	if len(stack) != len(names) {
+		t.Fatalf("permissiveStack has %d rings, this test names %d", len(stack), len(names))
+	}
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) {
+			wired := runRingFlow(t, func(clk *ringClock) []effect.Middleware { return permissiveStack(clk)[i : i+1] })
+			var rest []event.Envelope
+			for _, e := range wired {
+				if e.Type == event.ResourceMetered && name == "metering" {
+					continue
+				}
+				rest = append(rest, e)
+			}
+			if name == "metering" && len(rest) == len(wired) {
+				t.Fatal("metering wired alone recorded no RESOURCE_METERED: the ring did not run")
+			}
+			if len(rest) != len(unwired) {
+				t.Fatalf("%d events (bar metering), want %d: %v", len(rest), len(unwired), types(rest))
+			}
+			for j := range rest {
+				a, b := rest[j], unwired[j]
+				if a.Type != b.Type || !bytes.Equal(a.Payload, b.Payload) || a.Timestamp != b.Timestamp {
+					t.Fatalf("event %d differs:\n %-8s %s %s\n unwired  %s %s", j, name, a.Type, a.Payload, b.Type, b.Payload)
+				}
+			}
+		})
+	}
+}

@@ -10,6 +10,8 @@
 #   5. go test      every package, with the race detector, uncached
 #   6. planted      the kernel's planted faults (build tag loom_planted,
 #                   internal/planted): the simulator must find each one
+#   7. G2 overhead  bench/g2: an unwired capability may cost no more than
+#                   1.25x its lightest wiring (median of paired CPU times)
 # It works from any directory: it moves to the repository root first.
 set -euo pipefail
 
@@ -85,3 +87,12 @@ go test -race -count=1 -timeout 60m ./...
 # simulator must find and shrink each within its default seed budget.
 echo "== go test -race -tags loom_planted -run TestPlantedKernel ./dst/"
 go test -race -count=1 -tags loom_planted -run TestPlantedKernel ./dst/
+
+# ---- 7. the G2 overhead gate ------------------------------------------------
+# Guardrail G2 (spec §1): unwired, a capability costs nothing. bench/g2 runs
+# one flow with each capability unwired and wired as lightly as it can be,
+# in pairs timed by the process's CPU time, and fails when the median
+# unwired/wired ratio is over 1.25 (a stated, generous bound: a real cost
+# on the unwired path shows as far more; machine noise stays well under).
+echo "== go run ./bench/g2"
+go run ./bench/g2
